@@ -1,0 +1,87 @@
+// Command agentrt serves an agent, written as a WebAssembly plugin, over the
+// Agent Protocol v1.
+//
+//	agentrt run PLUGIN.wasm [--addr HOST:PORT] [--data DIR] [flags]
+//	agentrt version
+//
+// This is the only package that wires the others together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	goruntime "runtime"
+	"syscall"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+)
+
+// version is agentrt's version.
+const version = "0.1.0"
+
+const usage = `agentrt serves an agent, written as a WebAssembly plugin, over the Agent Protocol v1.
+
+Usage:
+  agentrt run PLUGIN.wasm [flags]   serve the plugin's agent at http://ADDR/ap/v1
+  agentrt version                   print the version
+  agentrt help                      print this help
+
+Run "agentrt run --help" for the flags of run.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "agentrt: %v\n", err)
+		}
+		stop()
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var u *usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// runMain runs the command line args.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &usageError{"no command given"}
+	}
+	switch args[0] {
+	case "run":
+		cfg, err := parseRunFlags(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cfg, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "agentrt %s (plugin ABI %d, %s)\n", version, abi.Version, goruntime.Version())
+		return nil
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &usageError{fmt.Sprintf("unknown command %q", args[0])}
+}

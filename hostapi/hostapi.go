@@ -1,0 +1,204 @@
+// Package hostapi is a plugin's only door to the world: the functions of
+// the ABI's import module (plugins/ABI.md), which act on the handler call in
+// progress.
+//
+// Every argument from a plugin is hostile input. Pointers and lengths go
+// through one bounds-checked helper (memory.go); a bad one is an error code
+// back to the plugin, never a host panic. Strings must be UTF-8. The only
+// way a host function stops a plugin is the per-call host-call limit.
+package hostapi
+
+import (
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/protocol"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Host is the handler call the functions act on; *protocol.Call implements
+// it.
+type Host interface {
+	Input() []byte
+	SetResult(result []byte) error
+	Log(level int32, message string) error
+	CreateArtifact(meta abi.ArtifactMeta, data []byte) (id string, err error)
+}
+
+// Config bounds what a plugin may do through the host API.
+type Config struct {
+	// MaxCalls caps the host calls of one handler call; past it the call is
+	// stopped.
+	MaxCalls int
+}
+
+// DefaultMaxCalls is the host-call limit used when none is configured.
+const DefaultMaxCalls = 100_000
+
+// WithHost returns a context under which host functions act on h. Each
+// handler call gets its own.
+func WithHost(ctx context.Context, h Host) context.Context {
+	return context.WithValue(ctx, callKey{}, &call{host: h})
+}
+
+type callKey struct{}
+
+// call is the host API's state for one handler call.
+type call struct {
+	host    Host
+	calls   int
+	lastErr string
+}
+
+// Instantiate defines the import module in r. Plugins compiled in r may then
+// import its functions.
+func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	f := &functions{cfg: cfg}
+	b := r.NewHostModuleBuilder(abi.ImportModule)
+	for _, fn := range []struct {
+		name   string
+		params int
+		impl   func(c *call, mod api.Module, stack []uint64) int32
+	}{
+		{abi.FuncInput, 2, f.input},
+		{abi.FuncSetResult, 2, f.setResult},
+		{abi.FuncLog, 3, f.log},
+		{abi.FuncArtifactCreate, 5, f.artifactCreate},
+		{abi.FuncLastError, 2, f.lastError},
+	} {
+		impl := fn.impl
+		params := make([]api.ValueType, fn.params)
+		for i := range params {
+			params[i] = api.ValueTypeI32
+		}
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+				stack[0] = api.EncodeI32(f.enter(ctx, mod, stack, impl))
+			}), params, []api.ValueType{api.ValueTypeI32}).
+			Export(fn.name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+type functions struct {
+	cfg Config
+}
+
+// enter counts the call against the limit and runs impl on the handler call
+// in progress. Outside a handler call (while a plugin initializes) every
+// function answers ErrNotAllowed.
+func (f *functions) enter(ctx context.Context, mod api.Module, stack []uint64, impl func(*call, api.Module, []uint64) int32) int32 {
+	c, _ := ctx.Value(callKey{}).(*call)
+	if c == nil {
+		return abi.ErrNotAllowed
+	}
+	c.calls++
+	if c.calls > f.cfg.MaxCalls {
+		// The only way out of a runaway loop of host calls: stop the call.
+		panic(protocol.Errorf(protocol.EPLUGIN, "the plugin made more than %d host calls in one handler call", f.cfg.MaxCalls))
+	}
+	return impl(c, mod, stack)
+}
+
+// fail records err's message for last_error and returns its code.
+func (c *call) fail(code int32, msg string) int32 {
+	c.lastErr = msg
+	return code
+}
+
+// failErr records a host-side error for last_error and returns its code.
+func (c *call) failErr(err error) int32 {
+	return c.fail(codeOf(err), protocol.ErrorMessage(err))
+}
+
+// codeOf maps a domain error to the ABI's error code.
+func codeOf(err error) int32 {
+	switch protocol.ErrorCode(err) {
+	case protocol.ENOTFOUND:
+		return abi.ErrNotFound
+	case protocol.EBADPATH:
+		return abi.ErrBadPath
+	case protocol.ETOOLARGE:
+		return abi.ErrLimit
+	case protocol.EUNPROCESSABLE, protocol.EINVALID:
+		return abi.ErrInvalid
+	case protocol.EMETHOD:
+		return abi.ErrNotAllowed
+	}
+	return abi.ErrIO
+}
+
+// input(buf, cap) -> len
+func (f *functions) input(c *call, mod api.Module, stack []uint64) int32 {
+	return c.copyOut(mod, c.host.Input(), arg(stack, 0), arg(stack, 1))
+}
+
+// set_result(ptr, len) -> 0
+func (f *functions) setResult(c *call, mod api.Module, stack []uint64) int32 {
+	b, errno := c.view(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	if err := c.host.SetResult(b); err != nil {
+		return c.failErr(err)
+	}
+	return 0
+}
+
+// log(level, ptr, len) -> 0
+func (f *functions) log(c *call, mod api.Module, stack []uint64) int32 {
+	level := int32(arg(stack, 0))
+	b, errno := c.view(mod, arg(stack, 1), arg(stack, 2))
+	if errno != 0 {
+		return errno
+	}
+	if err := c.host.Log(level, string(b)); err != nil {
+		return c.failErr(err)
+	}
+	return 0
+}
+
+// artifact_create(meta, meta_len, data, data_len, id_out) -> 0
+func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int32 {
+	raw, errno := c.view(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	var meta abi.ArtifactMeta
+	if !utf8.Valid(raw) || json.Unmarshal(raw, &meta) != nil {
+		return c.fail(abi.ErrInvalid, "artifact_create: meta is not a JSON object of file_name, relative_path and workspace_path")
+	}
+	data, errno := c.view(mod, arg(stack, 2), arg(stack, 3))
+	if errno != 0 {
+		return errno
+	}
+	idOut := arg(stack, 4)
+	if idOut != 0 {
+		// Check the id's destination before creating anything.
+		if _, errno := c.view(mod, idOut, 36); errno != 0 {
+			return errno
+		}
+	}
+	id, err := c.host.CreateArtifact(meta, data)
+	if err != nil {
+		return c.failErr(err)
+	}
+	if idOut != 0 {
+		dst, _ := c.view(mod, idOut, 36) // checked above; memory never shrinks
+		copy(dst, id)
+	}
+	return 0
+}
+
+// last_error(buf, cap) -> len
+func (f *functions) lastError(c *call, mod api.Module, stack []uint64) int32 {
+	msg := c.lastErr
+	return c.copyOut(mod, []byte(msg), arg(stack, 0), arg(stack, 1))
+}

@@ -1,0 +1,300 @@
+// Package agent is the kit for writing agentrt plugins in Go or TinyGo.
+//
+// Register handlers in an init function; main stays empty:
+//
+//	package main
+//
+//	import agent "github.com/agentrt/agentrt/plugins/go"
+//
+//	func init() {
+//		agent.HandleStep(func(s *agent.Step) (agent.Result, error) {
+//			return agent.Result{Output: "you said: " + s.Input, IsLast: true}, nil
+//		})
+//	}
+//
+//	func main() {}
+//
+// Build with Go:     GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o agent.wasm .
+// Build with TinyGo: tinygo build -target=wasip1 -buildmode=c-shared -o agent.wasm .
+//
+// Each handler call runs in a fresh instance: package-level variables start
+// from their initial values every time. Keep state in the task's workspace.
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+)
+
+// Task is the task a handler works on.
+type Task struct {
+	ID string
+	// Input is the task's prompt ("" when the client sent none).
+	Input string
+	// AdditionalInput is the task's additional_input, a JSON object.
+	AdditionalInput json.RawMessage
+	// Artifacts are the task's artifacts so far, uploaded or created.
+	Artifacts []Artifact
+}
+
+// Step is the step being executed.
+type Step struct {
+	ID   string
+	Task Task
+	// Name is the step's name: the one given when it was planned, or "".
+	Name string
+	// Input is the step's input: for a planned step, the input it was
+	// planned with; otherwise the execute-step request's input.
+	Input           string
+	AdditionalInput json.RawMessage
+	// Planned is true when the task handler planned this step.
+	Planned bool
+	// Request is the execute-step request that runs this step.
+	Request Request
+}
+
+// Request is an execute-step request body.
+type Request struct {
+	Input           string
+	AdditionalInput json.RawMessage
+}
+
+// Artifact is a file of the task: uploaded by a client or created by the
+// agent.
+type Artifact struct {
+	ID           string
+	AgentCreated bool
+	FileName     string
+	// RelativePath is the artifact's directory in the workspace ("" for its
+	// root).
+	RelativePath string
+	// Path is where the artifact sits in the task's workspace.
+	Path string
+}
+
+// Result is what a step handler returns.
+type Result struct {
+	// Output is the step's output ("" leaves it null).
+	Output string
+	// AdditionalOutput, when not nil, is marshaled to the step's
+	// additional_output; it must marshal to a JSON object.
+	AdditionalOutput any
+	// Name, when not "", replaces the step's name.
+	Name string
+	// IsLast marks the step as the task's last.
+	IsLast bool
+}
+
+// PlannedStep is a step the task handler plans. Planned steps are listed
+// with status "created" and run, oldest first, by the following
+// execute-step requests.
+type PlannedStep struct {
+	Name            string
+	Input           string
+	AdditionalInput any
+}
+
+// Rejection is the error an artifact handler returns to refuse an upload;
+// the client sees Reason. Build one with Reject.
+type Rejection struct{ Reason string }
+
+func (r *Rejection) Error() string { return "upload rejected: " + r.Reason }
+
+// Reject returns the error that refuses an upload with a reason the client
+// sees.
+func Reject(format string, args ...any) error {
+	return &Rejection{Reason: fmt.Sprintf(format, args...)}
+}
+
+var (
+	stepHandler     func(*Step) (Result, error)
+	taskHandler     func(*Task) ([]PlannedStep, error)
+	artifactHandler func(*Task, *Artifact) error
+)
+
+// HandleStep registers the step handler, which every plugin needs. It runs
+// for every executed step. Call it from an init function.
+func HandleStep(h func(s *Step) (Result, error)) { stepHandler = h }
+
+// HandleTask registers the task handler, which runs once when a task is
+// created and may plan steps. Call it from an init function.
+func HandleTask(h func(t *Task) ([]PlannedStep, error)) { taskHandler = h }
+
+// HandleArtifact registers the artifact handler, which runs when a client
+// uploads a file to a task. The file is already in the workspace at a.Path.
+// Returning a Reject error refuses the upload (the client gets a 422 with
+// the reason); any other error fails it. Call it from an init function.
+func HandleArtifact(h func(t *Task, a *Artifact) error) { artifactHandler = h }
+
+// handlers is the bit set of registered handlers (abi.HandlersExport).
+func handlers() int32 {
+	var bits int32
+	if taskHandler != nil {
+		bits |= abi.HandlerBitTask
+	}
+	if stepHandler != nil {
+		bits |= abi.HandlerBitStep
+	}
+	if artifactHandler != nil {
+		bits |= abi.HandlerBitArtifact
+	}
+	return bits
+}
+
+// onStep runs the step handler (abi.StepExport).
+func onStep() int32 {
+	in, err := readInput()
+	if err != nil || stepHandler == nil {
+		return fail(err, "no step handler is registered (call agent.HandleStep in an init function)", &abi.StepResult{})
+	}
+	s := &Step{Task: taskOf(in.Task)}
+	if in.Step != nil {
+		s.ID, s.Name, s.Input = in.Step.StepID, str(in.Step.Name), str(in.Step.Input)
+		s.AdditionalInput, s.Planned = in.Step.AdditionalInput, in.Step.Planned
+	}
+	if in.Request != nil {
+		s.Request = Request{Input: str(in.Request.Input), AdditionalInput: in.Request.AdditionalInput}
+	}
+	var res Result
+	err = guard(func() (err error) { res, err = stepHandler(s); return })
+	if err != nil {
+		return fail(err, "", &abi.StepResult{})
+	}
+	out := abi.StepResult{IsLast: res.IsLast}
+	if res.Output != "" {
+		out.Output = &res.Output
+	}
+	if res.Name != "" {
+		out.Name = &res.Name
+	}
+	if res.AdditionalOutput != nil {
+		b, err := json.Marshal(res.AdditionalOutput)
+		if err != nil {
+			return fail(fmt.Errorf("marshal additional output: %w", err), "", &abi.StepResult{})
+		}
+		out.AdditionalOutput = b
+	}
+	return succeed(&out)
+}
+
+// onTask runs the task handler (abi.TaskExport).
+func onTask() int32 {
+	in, err := readInput()
+	if err != nil || taskHandler == nil {
+		return fail(err, "no task handler is registered", &abi.TaskResult{})
+	}
+	t := taskOf(in.Task)
+	var plan []PlannedStep
+	if err := guard(func() (err error) { plan, err = taskHandler(&t); return }); err != nil {
+		return fail(err, "", &abi.TaskResult{})
+	}
+	out := abi.TaskResult{}
+	for _, p := range plan {
+		ps := abi.PlannedStep{Name: p.Name}
+		if p.Input != "" {
+			input := p.Input
+			ps.Input = &input
+		}
+		if p.AdditionalInput != nil {
+			b, err := json.Marshal(p.AdditionalInput)
+			if err != nil {
+				return fail(fmt.Errorf("marshal planned step %q: %w", p.Name, err), "", &abi.TaskResult{})
+			}
+			ps.AdditionalInput = b
+		}
+		out.Steps = append(out.Steps, ps)
+	}
+	return succeed(&out)
+}
+
+// onArtifact runs the artifact handler (abi.ArtifactExport).
+func onArtifact() int32 {
+	in, err := readInput()
+	if err != nil || artifactHandler == nil || in.Artifact == nil {
+		return fail(err, "no artifact handler is registered", &abi.ArtifactResult{})
+	}
+	t := taskOf(in.Task)
+	a := artifactOf(*in.Artifact)
+	err = guard(func() error { return artifactHandler(&t, &a) })
+	if r, ok := err.(*Rejection); ok {
+		return succeed(&abi.ArtifactResult{Reject: r.Reason})
+	} else if err != nil {
+		return fail(err, "", &abi.ArtifactResult{})
+	}
+	return succeed(&abi.ArtifactResult{})
+}
+
+// readInput reads and decodes the call's input message.
+func readInput() (*abi.Input, error) {
+	b, err := sizedRead(func(buf []byte) int32 { return hostInput(ptr(buf), uint32(len(buf))) })
+	if err != nil {
+		return nil, hostError(abi.FuncInput, int32FromErr(err))
+	}
+	var in abi.Input
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("decode the handler's input: %w", err)
+	}
+	return &in, nil
+}
+
+// guard runs fn, turning a panic into an error so that the client learns
+// what went wrong.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// fail reports err (or msg when err is nil) as the handler's error.
+func fail(err error, msg string, res interface{}) int32 {
+	if err != nil {
+		msg = err.Error()
+	}
+	switch r := res.(type) {
+	case *abi.StepResult:
+		r.Error = msg
+	case *abi.TaskResult:
+		r.Error = msg
+	case *abi.ArtifactResult:
+		r.Error = msg
+	}
+	succeed(res)
+	return 1
+}
+
+// succeed sets res as the handler's result.
+func succeed(res interface{}) int32 {
+	b, err := json.Marshal(res)
+	if err != nil {
+		b = []byte(`{"error":"the plugin could not encode its result"}`)
+	}
+	if code := hostSetResult(ptr(b), uint32(len(b))); code < 0 {
+		return 1
+	}
+	return 0
+}
+
+func taskOf(t abi.Task) Task {
+	task := Task{ID: t.TaskID, Input: str(t.Input), AdditionalInput: t.AdditionalInput}
+	for _, a := range t.Artifacts {
+		task.Artifacts = append(task.Artifacts, artifactOf(a))
+	}
+	return task
+}
+
+func artifactOf(a abi.Artifact) Artifact {
+	return Artifact{ID: a.ArtifactID, AgentCreated: a.AgentCreated, FileName: a.FileName,
+		RelativePath: a.RelativePath, Path: a.WorkspacePath}
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,21 @@
+//go:build !wasm
+
+package agent
+
+import (
+	"unsafe"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+)
+
+// Outside WebAssembly there is no host: every host function answers
+// ErrNotAllowed. This file lets the kit and the examples compile, vet and
+// be tested on the build machine.
+
+func hostInput(unsafe.Pointer, uint32) int32      { return abi.ErrNotAllowed }
+func hostSetResult(unsafe.Pointer, uint32) int32  { return abi.ErrNotAllowed }
+func hostLog(int32, unsafe.Pointer, uint32) int32 { return abi.ErrNotAllowed }
+func hostLastError(unsafe.Pointer, uint32) int32  { return abi.ErrNotAllowed }
+func hostArtifactCreate(unsafe.Pointer, uint32, unsafe.Pointer, uint32, unsafe.Pointer) int32 {
+	return abi.ErrNotAllowed
+}

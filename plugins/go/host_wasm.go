@@ -1,0 +1,23 @@
+//go:build wasm
+
+package agent
+
+import "unsafe"
+
+// The host's functions (plugins/ABI.md). Pointers are into this module's
+// memory; the host copies what it keeps.
+
+//go:wasmimport agentrt_v1 input
+func hostInput(buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 set_result
+func hostSetResult(p unsafe.Pointer, n uint32) int32
+
+//go:wasmimport agentrt_v1 log
+func hostLog(level int32, p unsafe.Pointer, n uint32) int32
+
+//go:wasmimport agentrt_v1 artifact_create
+func hostArtifactCreate(meta unsafe.Pointer, metaLen uint32, data unsafe.Pointer, dataLen uint32, idOut unsafe.Pointer) int32
+
+//go:wasmimport agentrt_v1 last_error
+func hostLastError(buf unsafe.Pointer, capacity uint32) int32

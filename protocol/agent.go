@@ -1,0 +1,512 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/google/uuid"
+)
+
+// Store is the persistence an Agent needs; storage.Store implements it.
+// Every method that records something returns only once it is on disk.
+type Store interface {
+	CreateTask(ctx context.Context, t *Task, planned []Step, artifacts []Artifact) error
+	GetTask(ctx context.Context, taskID string) (*Task, error)
+	ListTasks(ctx context.Context, p Page) ([]Task, int, error)
+	TaskLogs(ctx context.Context, taskID string) ([]LogRecord, error)
+
+	NextPlannedStep(ctx context.Context, taskID string) (*Step, error)
+	SaveStep(ctx context.Context, s *Step, artifacts []Artifact) error
+	GetStep(ctx context.Context, taskID, stepID string) (*Step, error)
+	ListSteps(ctx context.Context, taskID string, p Page) ([]Step, int, error)
+	StepLogs(ctx context.Context, taskID, stepID string) ([]LogRecord, error)
+
+	StageArtifact(artifactID string) (Blob, error)
+	AddArtifact(ctx context.Context, a *Artifact) error
+	GetArtifact(ctx context.Context, taskID, artifactID string) (*Artifact, error)
+	ListArtifacts(ctx context.Context, taskID string, p Page) ([]Artifact, int, error)
+	OpenArtifact(a *Artifact) (*os.File, error)
+}
+
+// Blob is the bytes of a new artifact on their way to disk. They become
+// visible only when the artifact is recorded.
+type Blob interface {
+	io.Writer
+	// Size is the number of bytes written.
+	Size() int64
+	// Close syncs the bytes to disk.
+	Close() error
+	// Discard removes the bytes of an artifact that will not be recorded.
+	Discard()
+}
+
+// Plugin runs the agent's handlers; runtime.Plugin implements it (through
+// a small adapter in cmd/agentrt that connects the host API).
+type Plugin interface {
+	// HasHandler reports whether the plugin defines a handler
+	// (abi.HandlerTask, abi.HandlerStep, abi.HandlerArtifact).
+	HasHandler(handler string) bool
+	// Run runs the handler in a fresh instance whose host functions act on
+	// call, and returns the handler's return code. An error means the
+	// plugin failed (trap, timeout, exit, limit) and is a *Error naming the
+	// cause.
+	Run(ctx context.Context, handler string, call *Call) (int32, error)
+}
+
+// Limits bound what one plugin call may produce.
+type Limits struct {
+	MaxResultBytes    int   // the handler's result message
+	MaxLogBytes       int   // log lines, stdout and stderr of one call
+	MaxArtifactBytes  int64 // one artifact a plugin creates
+	MaxCallArtifacts  int   // artifacts one call may create
+	MaxUploadBytes    int64 // one uploaded file
+	MaxWorkspaceBytes int64 // all files of one task's workspace
+	MaxWorkspaceFiles int   // files in one task's workspace
+}
+
+// DefaultLimits are the limits used where none are configured.
+var DefaultLimits = Limits{
+	MaxResultBytes:    1 << 20,
+	MaxLogBytes:       64 << 10,
+	MaxArtifactBytes:  64 << 20,
+	MaxCallArtifacts:  64,
+	MaxUploadBytes:    256 << 20,
+	MaxWorkspaceBytes: 512 << 20,
+	MaxWorkspaceFiles: 10000,
+}
+
+// Agent is the Agent Protocol's behaviour over a Store and a Plugin: it
+// creates tasks, executes steps through the plugin and records everything.
+// Steps of one task run one at a time; different tasks run concurrently.
+type Agent struct {
+	store  Store
+	plugin Plugin
+	limits Limits
+	log    *slog.Logger
+	locks  taskLocks
+}
+
+// NewAgent returns an Agent serving plugin's agent from store.
+func NewAgent(store Store, plugin Plugin, limits Limits, log *slog.Logger) *Agent {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Agent{store: store, plugin: plugin, limits: limits, log: log}
+}
+
+// CreateTask creates a task and runs the plugin's task handler, if it has
+// one, before recording the task with the steps it planned. When the
+// handler fails nothing is recorded.
+func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, error) {
+	addl, err := objectOrEmpty("additional_input", body.AdditionalInput)
+	if err != nil {
+		return nil, err
+	}
+	t := &Task{
+		TaskID:          uuid.NewString(),
+		Input:           body.Input,
+		AdditionalInput: addl,
+		Artifacts:       []Artifact{},
+		CreatedAt:       time.Now(),
+	}
+	var planned []Step
+	var call *Call
+	if a.plugin.HasHandler(abi.HandlerTask) {
+		call = a.newCall(abi.HandlerTask, t, nil, nil)
+		defer call.discard()
+		code, err := a.plugin.Run(ctx, abi.HandlerTask, call)
+		var res abi.TaskResult
+		if err == nil {
+			err = call.decodeResult(code, &res, &res.Error)
+		}
+		if err != nil {
+			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", err)
+			return nil, handlerError("task", err)
+		}
+		if planned, err = plannedSteps(t, res.Steps); err != nil {
+			return nil, handlerError("task", err)
+		}
+		t.Logs = call.logs
+		t.Artifacts = call.artifacts
+	}
+	if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
+		return nil, err
+	}
+	if call != nil {
+		call.recorded()
+	}
+	return t, nil
+}
+
+// plannedSteps turns the task handler's plan into steps awaiting execution.
+func plannedSteps(t *Task, plan []abi.PlannedStep) ([]Step, error) {
+	steps := make([]Step, 0, len(plan))
+	for i, p := range plan {
+		addl, err := objectOrEmpty(fmt.Sprintf("steps[%d].additional_input", i), p.AdditionalInput)
+		if err != nil {
+			return nil, Errorf(EPLUGIN, "planned a step with a bad value: %s", ErrorMessage(err))
+		}
+		name := p.Name
+		steps = append(steps, Step{
+			TaskID:          t.TaskID,
+			StepID:          uuid.NewString(),
+			Name:            &name,
+			Status:          StatusCreated,
+			Input:           p.Input,
+			AdditionalInput: addl,
+			Artifacts:       []Artifact{},
+			Planned:         true,
+			CreatedAt:       t.CreatedAt,
+		})
+	}
+	return steps, nil
+}
+
+// GetTask returns a task with its artifacts.
+func (a *Agent) GetTask(ctx context.Context, taskID string) (*Task, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	return a.store.GetTask(ctx, taskID)
+}
+
+// ListTasks returns a page of tasks in creation order.
+func (a *Agent) ListTasks(ctx context.Context, p Page) (*TaskList, error) {
+	tasks, total, err := a.store.ListTasks(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &TaskList{Tasks: tasks, Pagination: p.Pagination(total)}, nil
+}
+
+// TaskLogs returns what the task handler logged.
+func (a *Agent) TaskLogs(ctx context.Context, taskID string) ([]LogRecord, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	return a.store.TaskLogs(ctx, taskID)
+}
+
+// ExecuteStep runs the task's oldest planned step, or else a new step with
+// the request's input, through the plugin's step handler and records it.
+// When the plugin fails, the failure is recorded on the step and returned as
+// an *Error carrying the step's id.
+//
+// The step runs to completion even if ctx is cancelled (the client went
+// away): what it does is recorded and can be read later.
+func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequestBody) (*Step, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	reqAddl, err := objectOrEmpty("additional_input", body.AdditionalInput)
+	if err != nil {
+		return nil, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	unlock := a.locks.lock(taskID)
+	defer unlock()
+
+	task, err := a.store.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	step, err := a.store.NextPlannedStep(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if step == nil {
+		step = &Step{
+			TaskID:          taskID,
+			StepID:          uuid.NewString(),
+			Status:          StatusCreated,
+			Input:           body.Input,
+			AdditionalInput: reqAddl,
+			Artifacts:       []Artifact{},
+			CreatedAt:       time.Now(),
+		}
+	}
+	call := a.newCall(abi.HandlerStep, task, step, &abi.Request{Input: body.Input, AdditionalInput: reqAddl})
+	defer call.discard()
+	code, runErr := a.plugin.Run(ctx, abi.HandlerStep, call)
+	var res abi.StepResult
+	if runErr == nil {
+		runErr = call.decodeResult(code, &res, &res.Error)
+	}
+	if runErr == nil {
+		runErr = applyStepResult(step, &res)
+	}
+	step.Status = StatusCompleted
+	step.Logs = call.logs
+	if runErr != nil {
+		failure := handlerError("step", runErr)
+		step.Output = nil
+		step.IsLast = false
+		step.AdditionalOutput = failureOutput(failure)
+		if err := a.store.SaveStep(ctx, step, nil); err != nil {
+			return nil, err
+		}
+		a.log.Warn("step handler failed", "task_id", taskID, "step_id", step.StepID, "err", runErr)
+		failure.StepID = step.StepID
+		return nil, failure
+	}
+	step.Artifacts = call.artifacts
+	if err := a.store.SaveStep(ctx, step, call.artifacts); err != nil {
+		return nil, err
+	}
+	call.recorded()
+	return step, nil
+}
+
+// applyStepResult copies a step handler's result onto the step.
+func applyStepResult(step *Step, res *abi.StepResult) error {
+	if len(res.AdditionalOutput) > 0 && !bytes.Equal(res.AdditionalOutput, []byte("null")) {
+		if !isObject(res.AdditionalOutput) {
+			return Errorf(EPLUGIN, "the result's additional_output is not a JSON object")
+		}
+		step.AdditionalOutput = res.AdditionalOutput
+	}
+	step.Output = res.Output
+	if res.Name != nil {
+		step.Name = res.Name
+	}
+	step.IsLast = res.IsLast
+	return nil
+}
+
+// failureOutput is the additional_output recorded on a failed step.
+func failureOutput(e *Error) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	return b
+}
+
+// handlerError names the handler in a plugin failure. Failures of our own
+// (a full disk, say) pass through unchanged.
+func handlerError(handler string, err error) *Error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return &Error{Code: EINTERNAL, Message: "internal error"}
+	}
+	switch e.Code {
+	case EPLUGIN, ETIMEOUT:
+		return &Error{Code: e.Code, Message: fmt.Sprintf("%s handler failed: %s", handler, e.Message)}
+	}
+	return e
+}
+
+// GetStep returns a step of a task.
+func (a *Agent) GetStep(ctx context.Context, taskID, stepID string) (*Step, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	if err := checkID("step", &stepID); err != nil {
+		return nil, err
+	}
+	return a.store.GetStep(ctx, taskID, stepID)
+}
+
+// ListSteps returns a page of a task's steps in creation order.
+func (a *Agent) ListSteps(ctx context.Context, taskID string, p Page) (*StepList, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	steps, total, err := a.store.ListSteps(ctx, taskID, p)
+	if err != nil {
+		return nil, err
+	}
+	return &StepList{Steps: steps, Pagination: p.Pagination(total)}, nil
+}
+
+// StepLogs returns what the plugin logged while running a step.
+func (a *Agent) StepLogs(ctx context.Context, taskID, stepID string) ([]LogRecord, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	if err := checkID("step", &stepID); err != nil {
+		return nil, err
+	}
+	return a.store.StepLogs(ctx, taskID, stepID)
+}
+
+// ListArtifacts returns a page of a task's artifacts in creation order.
+func (a *Agent) ListArtifacts(ctx context.Context, taskID string, p Page) (*ArtifactList, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	artifacts, total, err := a.store.ListArtifacts(ctx, taskID, p)
+	if err != nil {
+		return nil, err
+	}
+	return &ArtifactList{Artifacts: artifacts, Pagination: p.Pagination(total)}, nil
+}
+
+// OpenArtifact returns an artifact of a task and its bytes. The caller
+// closes the file.
+func (a *Agent) OpenArtifact(ctx context.Context, taskID, artifactID string) (*Artifact, *os.File, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, nil, err
+	}
+	if err := checkID("artifact", &artifactID); err != nil {
+		return nil, nil, err
+	}
+	art, err := a.store.GetArtifact(ctx, taskID, artifactID)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := a.store.OpenArtifact(art)
+	if err != nil {
+		return nil, nil, err
+	}
+	return art, f, nil
+}
+
+// Upload is a client's file on its way to becoming an artifact. Write the
+// bytes, then Commit with the file's name and path, or Discard.
+type Upload struct {
+	agent  *Agent
+	taskID string
+	id     string
+	blob   Blob
+	done   bool
+}
+
+// NewUpload starts an upload to a task; ENOTFOUND when there is no such
+// task.
+func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	if _, err := a.store.GetTask(ctx, taskID); err != nil {
+		return nil, err
+	}
+	id := uuid.NewString()
+	blob, err := a.store.StageArtifact(id)
+	if err != nil {
+		return nil, err
+	}
+	return &Upload{agent: a, taskID: taskID, id: id, blob: blob}, nil
+}
+
+// Write writes the file's next bytes; ETOOLARGE past the upload limit.
+func (u *Upload) Write(p []byte) (int, error) {
+	if max := u.agent.limits.MaxUploadBytes; u.blob.Size()+int64(len(p)) > max {
+		return 0, Errorf(ETOOLARGE, "the file is larger than the upload limit of %d bytes", max)
+	}
+	return u.blob.Write(p)
+}
+
+// Commit records the upload as an artifact of its task, named fileName in
+// the workspace directory relativePath. Both are cleaned or refused
+// (EBADPATH).
+func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Artifact, error) {
+	name, err := CleanFileName(fileName)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := CleanDir(relativePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.blob.Close(); err != nil {
+		return nil, err
+	}
+	art := &Artifact{
+		ArtifactID:   u.id,
+		AgentCreated: false,
+		FileName:     name,
+		RelativePath: dir,
+		TaskID:       u.taskID,
+		Size:         u.blob.Size(),
+		CreatedAt:    time.Now(),
+	}
+	ctx = context.WithoutCancel(ctx)
+	unlock := u.agent.locks.lock(u.taskID)
+	defer unlock()
+	if err := u.agent.store.AddArtifact(ctx, art); err != nil {
+		return nil, err
+	}
+	u.done = true
+	return art, nil
+}
+
+// Discard drops an upload that was not committed; after Commit it does
+// nothing.
+func (u *Upload) Discard() {
+	if !u.done {
+		u.done = true
+		u.blob.Discard()
+	}
+}
+
+// checkID accepts a canonical UUID, in either case, and lowercases it; any
+// other id names nothing (ENOTFOUND).
+func checkID(kind string, id *string) error {
+	u, err := uuid.Parse(*id)
+	if err != nil || len(*id) != 36 {
+		return notFound(kind, *id)
+	}
+	*id = u.String()
+	return nil
+}
+
+// objectOrEmpty checks that v is absent, null or a JSON object, and returns
+// it with absent and null as {}.
+func objectOrEmpty(field string, v json.RawMessage) (json.RawMessage, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if !isObject(v) {
+		return nil, Errorf(EUNPROCESSABLE, "%s must be a JSON object", field)
+	}
+	return v, nil
+}
+
+func isObject(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && v[0] == '{' && json.Valid(v)
+}
+
+// taskLocks serialises work on one task while leaving other tasks free.
+type taskLocks struct {
+	mu sync.Mutex
+	m  map[string]*taskLock
+}
+
+type taskLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks the task and returns its unlock function.
+func (l *taskLocks) lock(taskID string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*taskLock)
+	}
+	tl := l.m[taskID]
+	if tl == nil {
+		tl = &taskLock{}
+		l.m[taskID] = tl
+	}
+	tl.refs++
+	l.mu.Unlock()
+
+	tl.Lock()
+	return func() {
+		tl.Unlock()
+		l.mu.Lock()
+		if tl.refs--; tl.refs == 0 {
+			delete(l.m, taskID)
+		}
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,162 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+// handleListArtifacts serves GET /ap/v1/agent/tasks/{task_id}/artifacts.
+func (s *Server) handleListArtifacts(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.agent.ListArtifacts(r.Context(), ps.ByName("task_id"), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// multipartOverhead is what a multipart body may carry beyond the file:
+// boundaries, part headers, relative_path.
+const multipartOverhead = 64 << 10
+
+// handleUploadArtifact serves POST /ap/v1/agent/tasks/{task_id}/artifacts.
+// The body is multipart/form-data with a "file" part and an optional
+// "relative_path" field, in either order. The file streams to disk as it
+// arrives; memory does not grow with its size.
+func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	up, err := s.agent.NewUpload(r.Context(), ps.ByName("task_id"))
+	if err != nil {
+		return err
+	}
+	defer up.Discard()
+
+	r.Body = http.MaxBytesReader(w, r.Body, s.agent.limits.MaxUploadBytes+multipartOverhead)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return Errorf(EUNPROCESSABLE, "the body must be multipart/form-data with a \"file\" part: %v", err)
+	}
+	var (
+		fileName, relativePath string
+		haveFile               bool
+	)
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return uploadReadError(err)
+		}
+		switch part.FormName() {
+		case "file":
+			if haveFile {
+				return Errorf(EUNPROCESSABLE, "the body has more than one \"file\" part")
+			}
+			haveFile = true
+			fileName = rawFileName(part.Header.Get("Content-Disposition"))
+			if _, err := CleanFileName(fileName); err != nil {
+				return err // before reading the bytes
+			}
+			if _, err := io.Copy(up, part); err != nil {
+				return uploadReadError(err)
+			}
+		case "relative_path":
+			b, err := io.ReadAll(io.LimitReader(part, MaxPathBytes+1))
+			if err != nil {
+				return uploadReadError(err)
+			}
+			if len(b) > MaxPathBytes {
+				return Errorf(EBADPATH, "relative_path is longer than %d bytes", MaxPathBytes)
+			}
+			relativePath = string(b)
+		default:
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				return uploadReadError(err)
+			}
+		}
+		part.Close()
+	}
+	if !haveFile {
+		return Errorf(EUNPROCESSABLE, "the body has no \"file\" part")
+	}
+	art, err := up.Commit(r.Context(), fileName, relativePath)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, art)
+	return nil
+}
+
+// uploadReadError explains a failure reading an upload's body.
+func uploadReadError(err error) error {
+	var tooLarge *http.MaxBytesError
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return err
+	case errors.As(err, &tooLarge):
+		return Errorf(ETOOLARGE, "the upload is larger than its limit of %d bytes", tooLarge.Limit-multipartOverhead)
+	}
+	return Errorf(EUNPROCESSABLE, "the multipart body is malformed or was cut short: %v", err)
+}
+
+// rawFileName is the filename of a part as the client sent it (RFC 7578,
+// with RFC 5987 filename* decoded), before any cleaning.
+func rawFileName(disposition string) string {
+	_, params, err := mime.ParseMediaType(disposition)
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// handleDownloadArtifact serves GET /ap/v1/agent/tasks/{task_id}/artifacts/{artifact_id}:
+// the artifact's exact bytes, with range requests supported.
+func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	art, f, err := s.agent.OpenArtifact(r.Context(), ps.ByName("task_id"), ps.ByName("artifact_id"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", contentDisposition(art.FileName))
+	h.Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, "", art.CreatedAt, f)
+	return nil
+}
+
+// contentDisposition is an attachment header for name (RFC 6266): a quoted
+// ASCII filename every client understands and, for other names, the exact
+// name in RFC 5987 filename*.
+func contentDisposition(name string) string {
+	var ascii strings.Builder
+	plain := true
+	for _, r := range name {
+		switch {
+		case r == '"' || r == '\\':
+			ascii.WriteByte('\\')
+			ascii.WriteRune(r)
+		case r < 0x20 || r > 0x7e:
+			ascii.WriteByte('_')
+			plain = false
+		default:
+			ascii.WriteRune(r)
+		}
+	}
+	v := fmt.Sprintf(`attachment; filename="%s"`, ascii.String())
+	if !plain {
+		v += "; filename*=UTF-8''" + strings.ReplaceAll(url.QueryEscape(name), "+", "%20")
+	}
+	return v
+}

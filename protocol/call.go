@@ -1,0 +1,260 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/google/uuid"
+)
+
+// Call is the state of one handler call: the input the plugin reads, the
+// result it sets, its log, and the artifacts it creates. The host API
+// (package hostapi) acts on it; a Call is used by one goroutine at a time.
+type Call struct {
+	agent   *Agent
+	handler string
+	task    *Task
+	step    *Step
+	input   []byte
+
+	result    []byte
+	hasResult bool
+
+	logs      []LogRecord
+	logBytes  int
+	logFull   bool
+	stdout    lineWriter
+	stderr    lineWriter
+	artifacts []Artifact
+	blobs     []Blob
+	done      bool
+}
+
+func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request) *Call {
+	in := abi.Input{ABI: abi.Version, Handler: handler, Task: taskView(t), Request: req}
+	if s != nil {
+		in.Step = &abi.Step{
+			StepID:          s.StepID,
+			Name:            s.Name,
+			Input:           s.Input,
+			AdditionalInput: s.AdditionalInput,
+			Planned:         s.Planned,
+		}
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		panic(fmt.Sprintf("encode handler input: %v", err)) // all fields are JSON-safe
+	}
+	c := &Call{agent: a, handler: handler, task: t, step: s, input: input}
+	c.stdout = lineWriter{call: c, level: "stdout"}
+	c.stderr = lineWriter{call: c, level: "stderr"}
+	return c
+}
+
+func taskView(t *Task) abi.Task {
+	v := abi.Task{TaskID: t.TaskID, Input: t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
+	for _, a := range t.Artifacts {
+		v.Artifacts = append(v.Artifacts, artifactView(&a))
+	}
+	return v
+}
+
+func artifactView(a *Artifact) abi.Artifact {
+	return abi.Artifact{
+		ArtifactID:    a.ArtifactID,
+		AgentCreated:  a.AgentCreated,
+		FileName:      a.FileName,
+		RelativePath:  a.RelativePath,
+		WorkspacePath: a.WorkspacePath(),
+	}
+}
+
+// Handler is the handler being called (abi.HandlerTask, ...).
+func (c *Call) Handler() string { return c.handler }
+
+// Input is the message the handler reads (abi.Input as JSON).
+func (c *Call) Input() []byte { return c.input }
+
+// SetResult keeps the handler's result message, replacing an earlier one.
+func (c *Call) SetResult(b []byte) error {
+	if max := c.agent.limits.MaxResultBytes; len(b) > max {
+		return Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
+	}
+	c.result = append(c.result[:0], b...)
+	c.hasResult = true
+	return nil
+}
+
+// Log keeps one log line of the given level (abi.LevelDebug...). Past the
+// call's log limit, lines are dropped and ETOOLARGE returned; the log then
+// ends with a line saying so.
+func (c *Call) Log(level int32, message string) error {
+	name := abi.LevelName(level)
+	if name == "" {
+		return Errorf(EUNPROCESSABLE, "unknown log level %d", level)
+	}
+	return c.addLog(name, message)
+}
+
+func (c *Call) addLog(level, message string) error {
+	if c.logFull {
+		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", c.agent.limits.MaxLogBytes)
+	}
+	if !utf8.ValidString(message) {
+		message = strings.ToValidUTF8(message, "\uFFFD")
+	}
+	if c.logBytes+len(message) > c.agent.limits.MaxLogBytes {
+		c.logFull = true
+		c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: "warn",
+			Message: fmt.Sprintf("log limit of %d bytes reached; later lines dropped", c.agent.limits.MaxLogBytes)})
+		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", c.agent.limits.MaxLogBytes)
+	}
+	c.logBytes += len(message)
+	c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: level, Message: message})
+	return nil
+}
+
+// Stdout and Stderr receive what the plugin writes to its standard output
+// and error; each line becomes a log record of level "stdout" or "stderr".
+func (c *Call) Stdout() io.Writer { return &c.stdout }
+
+// Stderr: see Stdout.
+func (c *Call) Stderr() io.Writer { return &c.stderr }
+
+// CreateArtifact stages a new artifact with the given bytes and returns its
+// id. It is recorded, linked to the step being executed, only if the
+// handler succeeds.
+func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error) {
+	name, err := CleanFileName(meta.FileName)
+	if err != nil {
+		return "", err
+	} else if name != meta.FileName {
+		return "", Errorf(EBADPATH, "file name %q is not a plain name; put directories in relative_path", meta.FileName)
+	}
+	dir, err := CleanDir(meta.RelativePath)
+	if err != nil {
+		return "", err
+	}
+	if meta.WorkspacePath != "" {
+		return "", Errorf(EUNPROCESSABLE, "workspace_path is not supported by this host")
+	}
+	if max := c.agent.limits.MaxCallArtifacts; len(c.artifacts) >= max {
+		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
+	}
+	if max := c.agent.limits.MaxArtifactBytes; int64(len(data)) > max {
+		return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", len(data), max)
+	}
+	id := uuid.NewString()
+	blob, err := c.agent.store.StageArtifact(id)
+	if err != nil {
+		return "", err
+	}
+	if _, err := blob.Write(data); err != nil {
+		blob.Discard()
+		return "", err
+	}
+	if err := blob.Close(); err != nil {
+		blob.Discard()
+		return "", err
+	}
+	a := Artifact{
+		ArtifactID:   id,
+		AgentCreated: true,
+		FileName:     name,
+		RelativePath: dir,
+		TaskID:       c.task.TaskID,
+		Size:         int64(len(data)),
+		CreatedAt:    time.Now(),
+	}
+	if c.step != nil {
+		a.StepID = c.step.StepID
+	}
+	c.artifacts = append(c.artifacts, a)
+	c.blobs = append(c.blobs, blob)
+	return id, nil
+}
+
+// decodeResult reads the handler's result into v after the handler
+// returned code. A failing handler's message is read into *errMsg.
+func (c *Call) decodeResult(code int32, v any, errMsg *string) error {
+	c.stdout.flush()
+	c.stderr.flush()
+	if c.hasResult {
+		dec := json.NewDecoder(bytes.NewReader(c.result))
+		if err := dec.Decode(v); err != nil {
+			return Errorf(EPLUGIN, "its result is not valid: %v", err)
+		}
+		if dec.More() {
+			return Errorf(EPLUGIN, "its result has data after the JSON value")
+		}
+	}
+	switch {
+	case *errMsg != "":
+		return Errorf(EPLUGIN, "%s", *errMsg)
+	case code != 0:
+		return Errorf(EPLUGIN, "it returned code %d", code)
+	}
+	return nil
+}
+
+// recorded marks the call's artifacts as recorded: discard keeps them.
+func (c *Call) recorded() { c.done = true }
+
+// discard removes the bytes of artifacts that were not recorded.
+func (c *Call) discard() {
+	if c.done {
+		return
+	}
+	c.done = true
+	for _, b := range c.blobs {
+		b.Discard()
+	}
+}
+
+// lineWriter turns a byte stream into log records, one per line.
+type lineWriter struct {
+	call    *Call
+	level   string
+	partial []byte
+}
+
+// maxLine caps a line held while waiting for its newline.
+const maxLine = 4096
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLine - len(w.partial)
+			if len(p) <= room {
+				w.partial = append(w.partial, p...)
+				break
+			}
+			w.partial = append(w.partial, p[:room]...)
+			p = p[room:]
+			w.flush()
+			continue
+		}
+		w.partial = append(w.partial, p[:i]...)
+		p = p[i+1:]
+		w.flush()
+	}
+	// Writes never fail: a plugin printing past its log limit loses the
+	// lines, not its step.
+	return n, nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.partial) == 0 {
+		return
+	}
+	w.call.addLog(w.level, string(w.partial))
+	w.partial = w.partial[:0]
+}

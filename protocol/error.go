@@ -1,0 +1,71 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Each maps to one HTTP status in statusOf; an error without a
+// code is internal and its text never reaches a client.
+const (
+	ENOTFOUND      = "not_found"       // 404: no such task, step, artifact or route
+	EINVALID       = "invalid"         // 400: a bad query parameter
+	EUNPROCESSABLE = "unprocessable"   // 422: a malformed or mistyped body
+	EBADPATH       = "bad_path"        // 422: a file name or path that was refused
+	ETOOLARGE      = "too_large"       // 413: a body, file or quota over its limit
+	EMETHOD        = "method"          // 405: a known route, another method
+	EREJECTED      = "rejected"        // 422: the plugin refused an upload
+	EPLUGIN        = "plugin_failed"   // 502: a plugin trapped, exited or answered badly
+	ETIMEOUT       = "plugin_timeout"  // 504: a plugin call ran out of time
+	EUNAVAILABLE   = "unavailable"     // 503: too busy right now; retry
+	EINSUFFICIENT  = "storage_full"    // 507: the disk is full
+	EINTERNAL      = "internal"        // 500: everything else
+	EABORTED       = "request_aborted" // 499-like: the client went away
+)
+
+// Error is a domain error: a code clients and callers may branch on and a
+// message fit to show a client.
+type Error struct {
+	Code    string
+	Message string
+	// StepID names the step a plugin failure was recorded on, if any.
+	StepID string
+	// RetryAfter, in seconds, for EUNAVAILABLE.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
+// for any other error, and "" for nil.
+func ErrorCode(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the client-safe message of err: the message of its
+// *Error, or a generic text for internal errors.
+func ErrorMessage(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// notFound is the error for an unknown or malformed id.
+func notFound(kind, id string) *Error {
+	return Errorf(ENOTFOUND, "%s %q not found", kind, id)
+}

@@ -1,0 +1,150 @@
+// Package protocol is the Agent Protocol v1: its nouns (tasks, steps,
+// artifacts, pages), its errors, the agent that gives the nouns their
+// meaning, and the HTTP API that serves them under /ap/v1.
+//
+// The package owns no outside dependency but the HTTP router. Persistence and
+// plugin execution are behind small interfaces (Store, Plugin) declared in
+// agent.go and implemented by the storage and runtime packages.
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task is a task as the protocol serves it.
+type Task struct {
+	TaskID string `json:"task_id"`
+	// Input is the task's prompt; nil when the client sent none.
+	Input *string `json:"input"`
+	// AdditionalInput is a JSON object; {} when the client sent none.
+	AdditionalInput json.RawMessage `json:"additional_input"`
+	// Artifacts lists every artifact of the task, uploaded or created by the
+	// agent, in creation order. Never nil.
+	Artifacts []Artifact  `json:"artifacts"`
+	CreatedAt time.Time   `json:"-"`
+	Logs      []LogRecord `json:"-"`
+}
+
+// StepStatus is a step's lifecycle state.
+type StepStatus string
+
+// The statuses of the specification.
+const (
+	StatusCreated   StepStatus = "created"
+	StatusRunning   StepStatus = "running"
+	StatusCompleted StepStatus = "completed"
+)
+
+// Step is a step as the protocol serves it.
+type Step struct {
+	TaskID          string          `json:"task_id"`
+	StepID          string          `json:"step_id"`
+	Name            *string         `json:"name"`
+	Status          StepStatus      `json:"status"`
+	Input           *string         `json:"input"`
+	AdditionalInput json.RawMessage `json:"additional_input"`
+	Output          *string         `json:"output"`
+	// AdditionalOutput is a JSON object or null. A failed step carries
+	// {"error": {"code": ..., "message": ...}} here.
+	AdditionalOutput json.RawMessage `json:"additional_output"`
+	// Artifacts are the artifacts this step created. Never nil.
+	Artifacts []Artifact `json:"artifacts"`
+	IsLast    bool       `json:"is_last"`
+	// Planned is true for a step planned by the task handler.
+	Planned   bool        `json:"-"`
+	CreatedAt time.Time   `json:"-"`
+	Logs      []LogRecord `json:"-"`
+}
+
+// Artifact is a file of a task: uploaded by a client or created by the agent.
+type Artifact struct {
+	ArtifactID   string `json:"artifact_id"`
+	AgentCreated bool   `json:"agent_created"`
+	FileName     string `json:"file_name"`
+	// RelativePath is the directory of the artifact in the task's workspace,
+	// cleaned; "" for the workspace root.
+	RelativePath string    `json:"relative_path"`
+	TaskID       string    `json:"-"`
+	StepID       string    `json:"-"`
+	Size         int64     `json:"-"`
+	CreatedAt    time.Time `json:"-"`
+}
+
+// WorkspacePath is where the artifact sits in its task's workspace.
+func (a *Artifact) WorkspacePath() string {
+	if a.RelativePath == "" {
+		return a.FileName
+	}
+	return a.RelativePath + "/" + a.FileName
+}
+
+// LogRecord is one line a plugin logged, or wrote to stdout or stderr.
+type LogRecord struct {
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+}
+
+// TaskRequestBody is the body of create-task.
+type TaskRequestBody struct {
+	Input           *string         `json:"input"`
+	AdditionalInput json.RawMessage `json:"additional_input"`
+}
+
+// StepRequestBody is the body of execute-step.
+type StepRequestBody struct {
+	Input           *string         `json:"input"`
+	AdditionalInput json.RawMessage `json:"additional_input"`
+}
+
+// Pagination describes one page of a list.
+type Pagination struct {
+	TotalItems  int `json:"total_items"`
+	TotalPages  int `json:"total_pages"`
+	CurrentPage int `json:"current_page"`
+	PageSize    int `json:"page_size"`
+}
+
+// Page selects a page of a list. The zero Page is not valid; use NewPage.
+type Page struct {
+	Number int // 1-based
+	Size   int
+}
+
+// Paging defaults and bounds.
+const (
+	DefaultPageSize = 10
+	MaxPageSize     = 100
+)
+
+// Offset is the number of items before the page.
+func (p Page) Offset() int { return (p.Number - 1) * p.Size }
+
+// Pagination describes p within a list of total items.
+func (p Page) Pagination(total int) Pagination {
+	return Pagination{
+		TotalItems:  total,
+		TotalPages:  (total + p.Size - 1) / p.Size,
+		CurrentPage: p.Number,
+		PageSize:    p.Size,
+	}
+}
+
+// TaskList is one page of tasks.
+type TaskList struct {
+	Tasks      []Task     `json:"tasks"`
+	Pagination Pagination `json:"pagination"`
+}
+
+// StepList is one page of a task's steps.
+type StepList struct {
+	Steps      []Step     `json:"steps"`
+	Pagination Pagination `json:"pagination"`
+}
+
+// ArtifactList is one page of a task's artifacts.
+type ArtifactList struct {
+	Artifacts  []Artifact `json:"artifacts"`
+	Pagination Pagination `json:"pagination"`
+}

@@ -1,0 +1,237 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+// Prefix is where the protocol is served.
+const Prefix = "/ap/v1"
+
+// ServerConfig sets the limits the HTTP API enforces at the edge.
+type ServerConfig struct {
+	// MaxBodyBytes caps a JSON request body.
+	MaxBodyBytes int64
+	Log          *slog.Logger
+}
+
+// DefaultMaxBodyBytes is the JSON body limit used when none is configured.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Server is the Agent Protocol's HTTP API over an Agent.
+type Server struct {
+	agent  *Agent
+	router *httprouter.Router
+	cfg    ServerConfig
+}
+
+// NewServer returns the HTTP API of agent.
+func NewServer(agent *Agent, cfg ServerConfig) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{agent: agent, router: httprouter.New(), cfg: cfg}
+	r := s.router
+	r.GET(Prefix+"/agent/tasks", s.handle(s.handleListTasks))
+	r.POST(Prefix+"/agent/tasks", s.handle(s.handleCreateTask))
+	r.GET(Prefix+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
+	r.GET(Prefix+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
+	r.GET(Prefix+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
+	r.POST(Prefix+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
+	r.GET(Prefix+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
+	r.GET(Prefix+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
+	r.GET(Prefix+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
+	r.POST(Prefix+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
+	r.GET(Prefix+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, Errorf(ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, Errorf(EMETHOD, "method %s is not allowed on %s (allowed: %s)",
+			req.Method, req.URL.Path, w.Header().Get("Allow")))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.cfg.Log.Error("panic serving request", "method", req.Method, "path", req.URL.Path, "panic", v)
+		s.writeError(w, req, fmt.Errorf("panic: %v", v))
+	}
+	return s
+}
+
+// ServeHTTP serves the protocol.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.router.ServeHTTP(w, r)
+}
+
+// handlerFunc is a route's handler; an error it returns is rendered by
+// writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+
+func (s *Server) handle(h handlerFunc) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if err := h(w, r, ps); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// statusOf maps an error code to its HTTP status. It is the only place
+// where that happens.
+func statusOf(code string) int {
+	switch code {
+	case ENOTFOUND:
+		return http.StatusNotFound
+	case EINVALID:
+		return http.StatusBadRequest
+	case EUNPROCESSABLE, EBADPATH, EREJECTED:
+		return http.StatusUnprocessableEntity
+	case ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
+	case EMETHOD:
+		return http.StatusMethodNotAllowed
+	case EPLUGIN:
+		return http.StatusBadGateway
+	case ETIMEOUT:
+		return http.StatusGatewayTimeout
+	case EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	case EINSUFFICIENT:
+		return http.StatusInsufficientStorage
+	case EABORTED:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is the JSON body of every error response.
+type errorBody struct {
+	Message string `json:"message"`
+	Code    string `json:"code"`
+	StepID  string `json:"step_id,omitempty"`
+}
+
+// writeError renders err. Internal errors are logged and shown to the client
+// only as "internal error".
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := ErrorCode(err)
+	body := errorBody{Message: ErrorMessage(err), Code: code}
+	var e *Error
+	if errors.As(err, &e) {
+		body.StepID = e.StepID
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		}
+	}
+	status := statusOf(code)
+	if status == http.StatusInternalServerError || status == http.StatusInsufficientStorage {
+		s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as the JSON response body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"message":"internal error","code":"internal"}`)
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// decodeBody decodes an optional JSON request body into v: an absent or
+// empty body, or null, leaves v as it is. Anything else must be one JSON
+// object whose fields have the right types (EUNPROCESSABLE); a body over the
+// limit is ETOOLARGE.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return Errorf(ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return Errorf(EABORTED, "reading the request body failed: %v", err)
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
+		return nil
+	}
+	if body[0] != '{' {
+		return Errorf(EUNPROCESSABLE, "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return Errorf(EUNPROCESSABLE, "the request body is not valid: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return Errorf(EUNPROCESSABLE, "the request body has data after the JSON object")
+	}
+	return nil
+}
+
+// describeJSONError says what is wrong with a body in a client's terms.
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		want := typeErr.Type.String()
+		switch {
+		case strings.Contains(want, "string"):
+			want = "a string or null"
+		case strings.Contains(want, "RawMessage"):
+			want = "a JSON value"
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, want, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end of input"
+	}
+	return err.Error()
+}
+
+// maxPageNumber keeps page arithmetic far from overflow (the spec's int32).
+const maxPageNumber = 1<<31 - 1
+
+// pageOf reads current_page and page_size from the query. Absent values take
+// their defaults; page_size above MaxPageSize is lowered to it; anything
+// that is not an integer in range is EINVALID.
+func pageOf(r *http.Request) (Page, error) {
+	q := r.URL.Query()
+	p := Page{Number: 1, Size: DefaultPageSize}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"current_page", &p.Number}, {"page_size", &p.Size}} {
+		v, ok := q[f.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+		if err != nil || n < 1 || n > maxPageNumber {
+			return Page{}, Errorf(EINVALID, "%s must be an integer from 1 to %d, not %q", f.name, maxPageNumber, v[0])
+		}
+		*f.dst = int(n)
+	}
+	if p.Size > MaxPageSize {
+		p.Size = MaxPageSize
+	}
+	return p, nil
+}

@@ -1,0 +1,229 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// artifactColumns lists an artifact's columns from the table aliased as alias.
+func artifactColumns(alias string) string {
+	a := alias + "."
+	return a + "id, " + a + "step_id, " + a + "agent_created, " + a + "file_name, " +
+		a + "relative_path, " + a + "size, " + a + "created_at"
+}
+
+// artifactRow scans artifactColumns, which may all be NULL in a LEFT JOIN.
+type artifactRow struct {
+	id, stepID, fileName, relativePath sql.NullString
+	agentCreated                       sql.NullBool
+	size, created                      sql.NullInt64
+}
+
+func (r *artifactRow) dest() []any {
+	return []any{&r.id, &r.stepID, &r.agentCreated, &r.fileName, &r.relativePath, &r.size, &r.created}
+}
+
+func (r *artifactRow) artifact(taskID string) protocol.Artifact {
+	return protocol.Artifact{
+		ArtifactID:   r.id.String,
+		AgentCreated: r.agentCreated.Bool,
+		FileName:     r.fileName.String,
+		RelativePath: r.relativePath.String,
+		TaskID:       taskID,
+		StepID:       r.stepID.String,
+		Size:         r.size.Int64,
+		CreatedAt:    time.UnixMilli(r.created.Int64),
+	}
+}
+
+func insertArtifacts(ctx context.Context, tx *sql.Tx, artifacts []protocol.Artifact) error {
+	for _, a := range artifacts {
+		var stepID any
+		if a.StepID != "" {
+			stepID = a.StepID
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO artifacts (id, task_id, step_id, agent_created, file_name, relative_path, size, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.ArtifactID, a.TaskID, stepID, boolInt(a.AgentCreated), a.FileName, a.RelativePath, a.Size, millis(a.CreatedAt))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddArtifact records one artifact (an upload) whose bytes were staged with
+// StageArtifact. The task must exist.
+func (s *Store) AddArtifact(ctx context.Context, a *protocol.Artifact) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := taskExists(ctx, tx, a.TaskID); err != nil {
+			return err
+		}
+		return insertArtifacts(ctx, tx, []protocol.Artifact{*a})
+	})
+	if err != nil {
+		return fmt.Errorf("add artifact: %w", err)
+	}
+	s.promoteAll([]protocol.Artifact{*a})
+	return nil
+}
+
+// GetArtifact returns an artifact of a task, or protocol.ENOTFOUND when the
+// task has no such artifact.
+func (s *Store) GetArtifact(ctx context.Context, taskID, artifactID string) (*protocol.Artifact, error) {
+	var r artifactRow
+	err := s.read.QueryRowContext(ctx, `SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.id = ? AND a.task_id = ?`,
+		artifactID, taskID).Scan(r.dest()...)
+	if err == sql.ErrNoRows {
+		return nil, protocol.Errorf(protocol.ENOTFOUND, "artifact %q not found in task %q", artifactID, taskID)
+	} else if err != nil {
+		return nil, fmt.Errorf("get artifact: %w", err)
+	}
+	a := r.artifact(taskID)
+	return &a, nil
+}
+
+// ListArtifacts returns a page of a task's artifacts in creation order and
+// the task's number of artifacts; protocol.ENOTFOUND when there is no such
+// task.
+func (s *Store) ListArtifacts(ctx context.Context, taskID string, p protocol.Page) ([]protocol.Artifact, int, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list artifacts: %w", err)
+	}
+	defer tx.Rollback()
+	if err := taskExists(ctx, tx, taskID); err != nil {
+		return nil, 0, err
+	}
+	var total int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM artifacts WHERE task_id = ?`, taskID).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("list artifacts: %w", err)
+	}
+	artifacts := []protocol.Artifact{}
+	if p.Offset() >= total {
+		return artifacts, total, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.task_id = ? ORDER BY a.seq LIMIT ? OFFSET ?`,
+		taskID, p.Size, p.Offset())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list artifacts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r artifactRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, 0, fmt.Errorf("list artifacts: %w", err)
+		}
+		artifacts = append(artifacts, r.artifact(taskID))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list artifacts: %w", err)
+	}
+	return artifacts, total, nil
+}
+
+// OpenArtifact opens a recorded artifact's bytes for reading.
+func (s *Store) OpenArtifact(a *protocol.Artifact) (*os.File, error) {
+	f, err := os.Open(s.artifactPath(a.TaskID, a.ArtifactID))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Recorded, but not yet moved out of staging; or moved just now.
+		if f, err = os.Open(s.stagingPath(a.ArtifactID)); errors.Is(err, fs.ErrNotExist) {
+			f, err = os.Open(s.artifactPath(a.TaskID, a.ArtifactID))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open artifact %s: %w", a.ArtifactID, err)
+	}
+	return f, nil
+}
+
+// StageArtifact starts writing the bytes of a new artifact. They stay
+// staged, invisible, until the artifact is recorded (CreateTask, SaveStep,
+// AddArtifact); bytes never recorded are removed by Discard or, after a
+// crash, when the store next opens.
+func (s *Store) StageArtifact(artifactID string) (protocol.Blob, error) {
+	path := s.stagingPath(artifactID)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return nil, storageError("stage artifact", err)
+	}
+	return &blob{f: f, path: path}, nil
+}
+
+// blob is a staged artifact file being written.
+type blob struct {
+	f    *os.File
+	path string
+	size int64
+	done bool
+}
+
+func (b *blob) Write(p []byte) (int, error) {
+	n, err := b.f.Write(p)
+	b.size += int64(n)
+	if err != nil {
+		return n, storageError("write artifact", err)
+	}
+	return n, nil
+}
+
+func (b *blob) Size() int64 { return b.size }
+
+// Close syncs the bytes to disk.
+func (b *blob) Close() error {
+	if b.done {
+		return nil
+	}
+	b.done = true
+	if err := b.f.Sync(); err != nil {
+		b.f.Close()
+		return storageError("sync artifact", err)
+	}
+	if err := b.f.Close(); err != nil {
+		return storageError("close artifact", err)
+	}
+	if err := syncDir(filepath.Dir(b.path)); err != nil {
+		return storageError("sync staging directory", err)
+	}
+	return nil
+}
+
+// Discard removes the staged bytes.
+func (b *blob) Discard() {
+	if !b.done {
+		b.done = true
+		b.f.Close()
+	}
+	os.Remove(b.path)
+}
+
+// promoteAll moves recorded artifacts' bytes out of staging. A failure here
+// loses nothing: OpenArtifact reads from staging, and the next Open retries.
+func (s *Store) promoteAll(artifacts []protocol.Artifact) {
+	for _, a := range artifacts {
+		s.promote(a.TaskID, a.ArtifactID)
+	}
+}
+
+func (s *Store) promote(taskID, artifactID string) error {
+	dir := s.taskDir(taskID)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := os.Rename(s.stagingPath(artifactID), filepath.Join(dir, artifactID)); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.dir, "staging"))
+}

@@ -1,0 +1,210 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_input,
+	s.output, s.additional_output, s.is_last, s.planned, s.created_at`
+
+// SaveStep records a step, inserting it or updating the planned step of the
+// same id, together with the artifacts it created (their bytes staged with
+// StageArtifact), in one transaction.
+func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		logs, err := encodeLogs(st.Logs)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
+				additional_output = ?, is_last = ?, logs = ?, updated_at = ?
+			WHERE id = ? AND task_id = ?`,
+			st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
+			nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
+			st.StepID, st.TaskID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			if err := insertStep(ctx, tx, st); err != nil {
+				return err
+			}
+		}
+		return insertArtifacts(ctx, tx, artifacts)
+	})
+	if err != nil {
+		return fmt.Errorf("save step: %w", err)
+	}
+	s.promoteAll(artifacts)
+	return nil
+}
+
+func insertStep(ctx context.Context, tx *sql.Tx, st *protocol.Step) error {
+	logs, err := encodeLogs(st.Logs)
+	if err != nil {
+		return err
+	}
+	now := millis(time.Now())
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
+			additional_output, is_last, planned, logs, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
+		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), now)
+	return err
+}
+
+// NextPlannedStep returns the task's oldest step still in status "created",
+// or nil when there is none.
+func (s *Store) NextPlannedStep(ctx context.Context, taskID string) (*protocol.Step, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT `+stepColumns+`, `+artifactColumns("a")+`
+		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
+		WHERE s.id = (SELECT id FROM steps WHERE task_id = ? AND status = 'created' ORDER BY seq LIMIT 1)
+		ORDER BY a.seq`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("next planned step: %w", err)
+	}
+	steps, err := scanSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("next planned step: %w", err)
+	}
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	return &steps[0], nil
+}
+
+// GetStep returns a step of a task with its artifacts, or protocol.ENOTFOUND
+// when the task has no such step.
+func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.Step, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT `+stepColumns+`, `+artifactColumns("a")+`
+		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
+		WHERE s.id = ? AND s.task_id = ?
+		ORDER BY a.seq`, stepID, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("get step: %w", err)
+	}
+	steps, err := scanSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("get step: %w", err)
+	}
+	if len(steps) == 0 {
+		return nil, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID)
+	}
+	return &steps[0], nil
+}
+
+// ListSteps returns a page of a task's steps in creation order, with their
+// artifacts, and the task's number of steps; protocol.ENOTFOUND when there
+// is no such task.
+func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) ([]protocol.Step, int, error) {
+	tx, err := s.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list steps: %w", err)
+	}
+	defer tx.Rollback()
+	if err := taskExists(ctx, tx, taskID); err != nil {
+		return nil, 0, err
+	}
+	var total int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM steps WHERE task_id = ?`, taskID).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("list steps: %w", err)
+	}
+	if p.Offset() >= total {
+		return []protocol.Step{}, total, nil
+	}
+	rows, err := tx.QueryContext(ctx, `
+		WITH page AS (SELECT * FROM steps WHERE task_id = ? ORDER BY seq LIMIT ? OFFSET ?)
+		SELECT `+stepColumns+`, `+artifactColumns("a")+`
+		FROM page s LEFT JOIN artifacts a ON a.step_id = s.id
+		ORDER BY s.seq, a.seq`, taskID, p.Size, p.Offset())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list steps: %w", err)
+	}
+	steps, err := scanSteps(rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list steps: %w", err)
+	}
+	return steps, total, nil
+}
+
+// StepLogs returns what the plugin logged while running a step.
+func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol.LogRecord, error) {
+	var logs sql.NullString
+	err := s.read.QueryRowContext(ctx, `SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID).Scan(&logs)
+	if err == sql.ErrNoRows {
+		return nil, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID)
+	} else if err != nil {
+		return nil, fmt.Errorf("step logs: %w", err)
+	}
+	return decodeLogs(logs)
+}
+
+func taskExists(ctx context.Context, tx *sql.Tx, taskID string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, taskID).Scan(&one)
+	if err == sql.ErrNoRows {
+		return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
+	} else if err != nil {
+		return fmt.Errorf("find task: %w", err)
+	}
+	return nil
+}
+
+// scanSteps reads rows of a step joined with its artifacts, grouping
+// consecutive rows of the same step.
+func scanSteps(rows *sql.Rows) ([]protocol.Step, error) {
+	defer rows.Close()
+	steps := []protocol.Step{}
+	for rows.Next() {
+		var (
+			st                  protocol.Step
+			name, input, output sql.NullString
+			addlIn              string
+			addlOut             sql.NullString
+			isLast, planned     bool
+			created             int64
+			a                   artifactRow
+		)
+		dest := []any{&st.StepID, &st.TaskID, &name, &st.Status, &input, &addlIn,
+			&output, &addlOut, &isLast, &planned, &created}
+		if err := rows.Scan(append(dest, a.dest()...)...); err != nil {
+			return nil, err
+		}
+		if n := len(steps); n == 0 || steps[n-1].StepID != st.StepID {
+			st.Name, st.Input, st.Output = nullString(name), nullString(input), nullString(output)
+			st.AdditionalInput = json.RawMessage(addlIn)
+			if addlOut.Valid {
+				st.AdditionalOutput = json.RawMessage(addlOut.String)
+			}
+			st.IsLast, st.Planned = isLast, planned
+			st.CreatedAt = time.UnixMilli(created)
+			st.Artifacts = []protocol.Artifact{}
+			steps = append(steps, st)
+		}
+		if a.id.Valid {
+			last := &steps[len(steps)-1]
+			last.Artifacts = append(last.Artifacts, a.artifact(last.TaskID))
+		}
+	}
+	return steps, rows.Err()
+}
+
+// nullJSON stores an absent JSON value as NULL.
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}

@@ -1,0 +1,300 @@
+// Package storage keeps tasks, steps and artifacts durable: rows in SQLite
+// (WAL, synchronous=FULL, embedded append-only migrations) and artifact bytes
+// as files under the data directory, synced before anything that refers to
+// them is committed.
+//
+// Layout of a data directory:
+//
+//	agentrt.db         SQLite database (+ -wal, -shm)
+//	LOCK               held (flock) by the one process using the directory
+//	staging/<id>       an artifact's bytes until its row is committed
+//	artifacts/<task>/<id>
+//	                   an artifact's bytes once its row is committed
+//	workspaces/<task>/ a task's workspace files
+//
+// Staged bytes whose artifact row was never committed are removed when the
+// store opens; staged bytes whose row was committed are moved into place.
+// So a killed process leaves neither half-written artifacts nor rows without
+// bytes.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/agentrt/agentrt/protocol"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is an open data directory.
+type Store struct {
+	dir    string
+	write  *sql.DB // one connection: SQLite has one writer
+	read   *sql.DB // a pool of query-only connections
+	lock   *os.File
+	closed bool
+}
+
+// Open opens (creating if needed) the data directory dir, takes its lock,
+// brings the database schema up to date and finishes or removes artifact
+// bytes a killed process left staged.
+func Open(ctx context.Context, dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	for _, sub := range []string{"staging", "artifacts", "workspaces"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+		}
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, lock: lock}
+	if err := s.open(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	path := filepath.Join(s.dir, "agentrt.db")
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "1")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", "immediate")
+	var err error
+	if s.write, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	s.write.SetMaxOpenConns(1)
+	s.write.SetMaxIdleConns(1)
+	s.write.SetConnMaxLifetime(0)
+	s.write.SetConnMaxIdleTime(0)
+	if err := s.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return fmt.Errorf("migrate database %s: %w", path, err)
+	}
+
+	q.Del("_journal_mode") // persistent, set by the writer
+	q.Set("_query_only", "1")
+	q.Set("_txlock", "deferred")
+	if s.read, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	n := 2 * runtime.GOMAXPROCS(0)
+	s.read.SetMaxOpenConns(n)
+	s.read.SetMaxIdleConns(n)
+	s.read.SetConnMaxLifetime(0)
+	s.read.SetConnMaxIdleTime(0)
+	if err := s.read.PingContext(ctx); err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	return s.recoverStaging(ctx)
+}
+
+// Close closes the database and releases the directory's lock.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.read != nil {
+		errs = append(errs, s.read.Close())
+	}
+	if s.write != nil {
+		errs = append(errs, s.write.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close()) // closing releases the flock
+	}
+	return errors.Join(errs...)
+}
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// lockDir takes an exclusive, non-blocking flock on dir/LOCK so that two
+// processes never share a data directory.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s is not writable: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another agentrt process", dir)
+		}
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// migrate applies, in order and each in its own transaction, the embedded
+// migrations the database has not seen. Migrations are append-only: a file,
+// once released, never changes.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.write.ExecContext(ctx,
+		`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var applied int
+	if err := s.write.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
+		return err
+	}
+	if applied > len(names) {
+		return fmt.Errorf("the database is at schema version %d, newer than this agentrt knows (%d); use a newer agentrt", applied, len(names))
+	}
+	for i, name := range names {
+		version := i + 1
+		if version <= applied {
+			continue
+		}
+		if !strings.HasPrefix(filepath.Base(name), fmt.Sprintf("%04d_", version)) {
+			return fmt.Errorf("migration %s is out of sequence (want %04d_*)", name, version)
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, version, filepath.Base(name))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inTx runs fn in a write transaction and commits it; the commit is synced
+// to disk before inTx returns.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return storageError("begin transaction", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return storageError("write", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return storageError("commit", err)
+	}
+	return nil
+}
+
+// storageError turns a full disk into protocol.EINSUFFICIENT, keeps domain
+// errors as they are and wraps everything else with op.
+func storageError(op string, err error) error {
+	var perr *protocol.Error
+	if errors.As(err, &perr) {
+		return err
+	}
+	if isDiskFull(err) {
+		return &protocol.Error{Code: protocol.EINSUFFICIENT, Message: "the server's disk is full; nothing was saved"}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isDiskFull(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	var serr *sqlite.Error
+	if errors.As(err, &serr) {
+		return serr.Code()&0xff == sqlite3.SQLITE_FULL
+	}
+	return false
+}
+
+// taskDir is the directory of a task's artifact bytes. Ids reach here only
+// after protocol has checked them to be canonical UUIDs.
+func (s *Store) taskDir(taskID string) string {
+	return filepath.Join(s.dir, "artifacts", taskID)
+}
+
+func (s *Store) stagingPath(artifactID string) string {
+	return filepath.Join(s.dir, "staging", artifactID)
+}
+
+func (s *Store) artifactPath(taskID, artifactID string) string {
+	return filepath.Join(s.taskDir(taskID), artifactID)
+}
+
+// recoverStaging finishes what a killed process left in staging/: bytes of a
+// committed artifact move into place, anything else is removed.
+func (s *Store) recoverStaging(ctx context.Context) error {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "staging"))
+	if err != nil {
+		return fmt.Errorf("read staging directory: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		var taskID string
+		err := s.read.QueryRowContext(ctx, `SELECT task_id FROM artifacts WHERE id = ?`, name).Scan(&taskID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if err := os.RemoveAll(filepath.Join(s.dir, "staging", name)); err != nil {
+				return fmt.Errorf("remove staged %s: %w", name, err)
+			}
+		case err != nil:
+			return fmt.Errorf("recover staged %s: %w", name, err)
+		default:
+			if err := s.promote(taskID, name); err != nil {
+				return fmt.Errorf("recover staged %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// syncDir makes a directory's entries (a rename, a new file) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
