@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the toolchains agentrt's tests and plugin builds need, idempotently.
 #
-#   scripts/toolchains.sh [component...]     components: rust tinygo newman wrk
-#                                            (default: rust tinygo newman)
+#   scripts/toolchains.sh [component...]     components: rust tinygo wabt newman wrk
+#                                            (default: rust tinygo wabt newman)
 #
 # Cache root: $AGENTRT_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/agentrt).
 # Produces:
@@ -12,6 +12,7 @@
 #   tinygo  $AGENTRT_CACHE/bin/tinygo (wrapper: TinyGo's cache is
 #           $AGENTRT_CACHE/xdg/tinygo), real toolchain in $AGENTRT_CACHE/tinygo-v0.41.1.
 #   newman  $AGENTRT_CACHE/bin/newman (npm install in $AGENTRT_CACHE/newman).
+#   wabt    Debian wabt (/usr/bin/wat2wasm), for the WAT test plugins in testdata/.
 #   wrk     Debian wrk (/usr/bin/wrk), for benchmarks only.
 # Everything already present is detected and skipped; a second run takes seconds.
 # Verbose output of apt, go and npm goes to $AGENTRT_CACHE/logs/*.log.
@@ -20,11 +21,12 @@ set -o errtrace
 
 TINYGO_VERSION=v0.41.1
 NEWMAN_VERSION=6.2.2
-DEFAULT_COMPONENTS=(rust tinygo newman)
+DEFAULT_COMPONENTS=(rust tinygo wabt newman)
 
 RUST_PKGS=(rustc cargo libstd-rust-dev-wasm32 lld-14)
 TINYGO_PKGS=(llvm-19-dev libclang-19-dev clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc binaryen)
 WRK_PKGS=(wrk)
+WABT_PKGS=(wabt)
 NODE_PKGS=(nodejs npm) # only when node/npm are not on PATH at all
 
 log() { printf 'toolchains: %s\n' "$*" >&2; }
@@ -37,16 +39,16 @@ on_err() {
 trap 'on_err "$LINENO" "$BASH_COMMAND"' ERR
 
 usage() {
-	sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 # ---------------------------------------------------------------- arguments
 COMPONENTS=()
 for arg in "$@"; do
 	case "$arg" in
-	rust | tinygo | newman | wrk) COMPONENTS+=("$arg") ;;
+	rust | tinygo | wabt | newman | wrk) COMPONENTS+=("$arg") ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown component '$arg' (expected: rust tinygo newman wrk; see --help)" ;;
+	*) die "unknown component '$arg' (expected: rust tinygo wabt newman wrk; see --help)" ;;
 	esac
 done
 [ ${#COMPONENTS[@]} -gt 0 ] || COMPONENTS=("${DEFAULT_COMPONENTS[@]}")
@@ -333,6 +335,17 @@ component_wrk() {
 	fi
 }
 
+# ---------------------------------------------------------------- wabt
+component_wabt() {
+	apt_ensure "${WABT_PKGS[@]}"
+	command -v wat2wasm >/dev/null 2>&1 || die "wabt: wat2wasm is not on PATH after installing wabt"
+	if [ -n "${MISSING_AT_START[wabt]-}" ]; then
+		note "wabt: installed ($(command -v wat2wasm))"
+	else
+		note "wabt: cached ($(command -v wat2wasm))"
+	fi
+}
+
 # ---------------------------------------------------------------- main
 # All missing Debian packages go in one apt-get run (much faster than one per
 # component); each component then checks and finishes its own part.
@@ -342,6 +355,7 @@ for c in "${COMPONENTS[@]}"; do
 	rust) pkgs=("${RUST_PKGS[@]}") ;;
 	tinygo) pkgs=("${TINYGO_PKGS[@]}") ;;
 	wrk) pkgs=("${WRK_PKGS[@]}") ;;
+	wabt) pkgs=("${WABT_PKGS[@]}") ;;
 	*) continue ;;
 	esac
 	mapfile -t m < <(missing_pkgs "${pkgs[@]}")

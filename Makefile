@@ -1,0 +1,89 @@
+# agentrt — the two commands a new user needs:
+#
+#   make run    build agentrt and the washington example (Go) and serve it on :8000
+#   make test   install what the tests need, build every plugin, run all tests
+#               and the protocol's official compliance suite
+#
+# Toolchains (Debian's Rust for wasm, TinyGo built from source, wabt, newman)
+# are installed by scripts/toolchains.sh into $(AGENTRT_CACHE), once.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO            ?= go
+ADDR          ?= 127.0.0.1:8000
+DATA          ?= ./agentrt-data
+SHARED        ?= ../shared
+AGENTRT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agentrt
+export AGENTRT_CACHE
+
+TINYGO := $(AGENTRT_CACHE)/bin/tinygo
+NEWMAN := $(AGENTRT_CACHE)/bin/newman
+# Debian's cargo runs the first rustc on PATH; the rustup one has no wasm target.
+CARGO  := RUSTC=/usr/bin/rustc /usr/bin/cargo
+
+PLUGIN_DIR := build/plugins
+EXAMPLES   := $(notdir $(wildcard examples/*))
+LANGS      := go tinygo rust
+# Every example that exists in a language, as build/plugins/<example>-<lang>.wasm.
+PLUGINS    := $(foreach e,$(EXAMPLES),$(foreach l,$(LANGS),$(if $(wildcard examples/$(e)/$(l)),$(PLUGIN_DIR)/$(e)-$(l).wasm)))
+
+GO_KIT     := $(wildcard plugins/go/*.go plugins/abi/*.go)
+RUST_KIT   := $(wildcard plugins/rust/Cargo.toml plugins/rust/src/*.rs)
+HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi -name '*.go' -not -name '*_test.go') \
+              $(wildcard storage/migrations/*.sql) go.mod go.sum
+
+.PHONY: build plugins run test test-go conformance check toolchains bench clean
+.SECONDEXPANSION:
+
+build: build/agentrt
+
+build/agentrt: $(HOST_SRC)
+	@mkdir -p $(@D)
+	$(GO) build -o $@ ./cmd/agentrt
+
+plugins: $(PLUGINS)
+
+$(PLUGIN_DIR)/%-go.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT)
+	@mkdir -p $(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./examples/$*/go
+
+$(PLUGIN_DIR)/%-tinygo.wasm: $$(wildcard examples/$$*/tinygo/*.go) $(GO_KIT) | toolchains
+	@mkdir -p $(@D)
+	cd examples/$*/tinygo && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
+
+$(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*/rust/src/*.rs) $(RUST_KIT) | toolchains
+	@mkdir -p $(@D)
+	$(CARGO) build --quiet --offline --release --target wasm32-unknown-unknown \
+		--manifest-path examples/$*/rust/Cargo.toml --target-dir build/cargo
+	cp build/cargo/wasm32-unknown-unknown/release/$(subst -,_,$*)_agent.wasm $@
+
+run: build/agentrt $(PLUGIN_DIR)/washington-go.wasm
+	./build/agentrt run $(PLUGIN_DIR)/washington-go.wasm --addr $(ADDR) --data $(DATA)
+
+toolchains:
+	scripts/toolchains.sh
+
+test: toolchains plugins build/agentrt test-go conformance
+
+test-go: plugins
+	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 ./...
+
+conformance: build/agentrt $(PLUGIN_DIR)/washington-go.wasm | toolchains
+	scripts/conformance.sh build/agentrt $(PLUGIN_DIR)/washington-go.wasm $(SHARED)/conformance/agent_protocol_v1.offline.json
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: needs formatting:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./plugins/... ./examples/...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+	@cp go.mod /tmp/agentrt-go.mod.$$$$ && cp go.sum /tmp/agentrt-go.sum.$$$$ && $(GO) mod tidy && \
+		if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum"; git diff -- go.mod go.sum; \
+		cp /tmp/agentrt-go.mod.$$$$ go.mod; cp /tmp/agentrt-go.sum.$$$$ go.sum; exit 1; fi
+
+bench: build/agentrt plugins
+	bench/run.sh
+
+clean:
+	rm -rf build

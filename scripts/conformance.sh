@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the Agent Protocol's official compliance suite (a Postman collection,
+# run with newman) against a real agentrt serving PLUGIN on a free port with
+# a fresh data directory.
+#
+#   scripts/conformance.sh AGENTRT PLUGIN COLLECTION
+#
+# newman comes from scripts/toolchains.sh ($AGENTRT_CACHE/bin/newman).
+set -euo pipefail
+
+[ $# -eq 3 ] || { echo "usage: $0 AGENTRT PLUGIN COLLECTION" >&2; exit 2; }
+bin=$(realpath "$1") plugin=$(realpath "$2") collection=$(realpath "$3")
+cache=${AGENTRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrt}
+newman="$cache/bin/newman"
+[ -x "$newman" ] || { echo "conformance: $newman is missing; run scripts/toolchains.sh newman" >&2; exit 1; }
+
+work=$(mktemp -d)
+server=""
+cleanup() {
+	[ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin" run "$plugin" --addr 127.0.0.1:0 --data "$work/data" 2>"$work/server.log" &
+server=$!
+url=""
+for _ in $(seq 1 300); do
+	url=$(sed -n 's/.*url=\(http:[^ ]*\)\/ap\/v1.*/\1/p' "$work/server.log" | head -1)
+	[ -n "$url" ] && break
+	kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; echo "conformance: agentrt exited" >&2; exit 1; }
+	sleep 0.1
+done
+[ -n "$url" ] || { cat "$work/server.log" >&2; echo "conformance: agentrt did not start" >&2; exit 1; }
+
+# The suite uploads ./test_output.txt, as the protocol's own script sets it up.
+cd "$work"
+echo Washington >test_output.txt
+echo "conformance: running the official suite against $url ($(basename "$plugin"))"
+"$newman" run "$collection" --env-var "url=$url" --color off --disable-unicode
