@@ -27,7 +27,7 @@ PLUGIN_DIR := build/plugins
 EXAMPLES   := $(notdir $(wildcard examples/*))
 LANGS      := go tinygo rust
 # Every example that exists in a language, as build/plugins/<example>-<lang>.wasm.
-PLUGINS    := $(foreach e,$(EXAMPLES),$(foreach l,$(LANGS),$(if $(wildcard examples/$(e)/$(l)),$(PLUGIN_DIR)/$(e)-$(l).wasm)))
+PLUGINS    := $(foreach e,$(EXAMPLES),$(foreach l,$(LANGS),$(if $(wildcard examples/$(e)/$(if $(filter tinygo,$(l)),go,$(l))),$(PLUGIN_DIR)/$(e)-$(l).wasm)))
 
 GO_KIT     := $(wildcard plugins/go/*.go plugins/abi/*.go)
 RUST_KIT   := $(wildcard plugins/rust/Cargo.toml plugins/rust/src/*.rs)
@@ -49,9 +49,9 @@ $(PLUGIN_DIR)/%-go.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT)
 	@mkdir -p $(@D)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./examples/$*/go
 
-$(PLUGIN_DIR)/%-tinygo.wasm: $$(wildcard examples/$$*/tinygo/*.go) $(GO_KIT) | toolchains
+$(PLUGIN_DIR)/%-tinygo.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT) | toolchains
 	@mkdir -p $(@D)
-	cd examples/$*/tinygo && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
+	cd examples/$*/go && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
 
 $(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*/rust/src/*.rs) $(RUST_KIT) | toolchains
 	@mkdir -p $(@D)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -297,11 +298,17 @@ func (p *Plugin) Close(ctx context.Context) error {
 	return p.runtime.Close(ctx)
 }
 
+// wazeroFrame is how wazero names the function a start failure happened in.
+var wazeroFrame = regexp.MustCompile(`^module\[[^\]]*\] function\[([^\]]*)\] failed: `)
+
+// firstLine is an error's first line (wazero appends a stack trace), with
+// wazero's wording made plain.
 func firstLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
+	s = wazeroFrame.ReplaceAllString(s, "in $1: ")
 	return strings.TrimSuffix(s, " (recovered by wazero)")
 }
 

@@ -28,6 +28,7 @@ type runConfig struct {
 	plugin       string
 	addr         string
 	dataDir      string
+	cacheDir     string
 	callTimeout  time.Duration
 	memoryLimit  size
 	maxBody      size
@@ -68,6 +69,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8000", "`HOST:PORT` to listen on")
 	fs.StringVar(&cfg.dataDir, "data", "./agentrt-data", "data `DIR`: database, artifacts, workspaces, compiled-code cache")
+	fs.StringVar(&cfg.cacheDir, "cache", "", "compiled-code cache `DIR` (default DIR/cache of -data); may be shared")
 	fs.DurationVar(&cfg.callTimeout, "call-timeout", runtime.DefaultCallTimeout, "time limit of one plugin handler call")
 	fs.Var(&cfg.memoryLimit, "memory", "memory limit of one plugin instance")
 	fs.Var(&cfg.maxBody, "max-body", "limit of a JSON request body")
@@ -176,8 +178,12 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		return nil, err
 	}
 	hostCfg := hostapi.Config{MaxCalls: cfg.maxHostCalls}
+	cacheDir := cfg.cacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(cfg.dataDir, "cache")
+	}
 	plugin, err := runtime.Load(ctx, cfg.plugin, runtime.Config{
-		CacheDir:         filepath.Join(cfg.dataDir, "cache"),
+		CacheDir:         cacheDir,
 		MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
 		CallTimeout:      cfg.callTimeout,
 		HostModules: []runtime.HostModule{{

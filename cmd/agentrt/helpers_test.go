@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/textproto"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// repoRoot is the repository's top directory.
+var repoRoot = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}()
+
+// buildDir holds what the tests build (fixture plugins, the binary) for the
+// life of the test process.
+var buildDir = func() string {
+	dir, err := os.MkdirTemp("", "agentrt-test-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	os.RemoveAll(buildDir)
+	os.Exit(code)
+}
+
+var built sync.Map // key → *buildResult
+
+type buildResult struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// once builds something at most once per test process.
+func once(t testing.TB, key string, build func(out string) error) string {
+	t.Helper()
+	v, _ := built.LoadOrStore(key, &buildResult{})
+	b := v.(*buildResult)
+	b.once.Do(func() {
+		b.path = filepath.Join(buildDir, strings.NewReplacer("/", "_", " ", "_").Replace(key))
+		b.err = build(b.path)
+	})
+	if b.err != nil {
+		t.Fatalf("build %s: %v", key, b.err)
+	}
+	return b.path
+}
+
+// examplePlugin returns build/plugins/<name>.wasm, built by "make plugins"
+// (AGENTRT_PLUGINS overrides the directory). Go builds missing there are
+// built here, so that "go test" works without make; TinyGo and Rust builds
+// need "make plugins".
+func examplePlugin(t testing.TB, name string) string {
+	t.Helper()
+	dir := os.Getenv("AGENTRT_PLUGINS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "build", "plugins")
+	}
+	path := filepath.Join(dir, name+".wasm")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	example, lang, _ := strings.Cut(name, "-")
+	if lang != "go" {
+		t.Fatalf("plugin %s is missing; run \"make plugins\" (it builds every example in every language)", path)
+	}
+	return goPlugin(t, "examples/"+example+"/go")
+}
+
+// goPlugin builds the Go plugin whose main package is at dir (relative to
+// the repository) with GOOS=wasip1 -buildmode=c-shared.
+func goPlugin(t testing.TB, dir string) string {
+	t.Helper()
+	return once(t, "go:"+dir+".wasm", func(out string) error {
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./"+dir)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, b)
+		}
+		return nil
+	})
+}
+
+// watPlugin assembles testdata/wat/<name>.wat with wat2wasm (from wabt,
+// installed by scripts/toolchains.sh).
+func watPlugin(t testing.TB, name string) string {
+	t.Helper()
+	return once(t, "wat:"+name+".wasm", func(out string) error {
+		if _, err := exec.LookPath("wat2wasm"); err != nil {
+			return fmt.Errorf("wat2wasm is not installed; run scripts/toolchains.sh wabt")
+		}
+		src := filepath.Join(repoRoot, "testdata", "wat", name+".wat")
+		if b, err := exec.Command("wat2wasm", src, "-o", out).CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, b)
+		}
+		return nil
+	})
+}
+
+// agentrtBinary builds the agentrt command once.
+func agentrtBinary(t testing.TB) string {
+	t.Helper()
+	return once(t, "agentrt", func(out string) error {
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/agentrt")
+		cmd.Dir = repoRoot
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, b)
+		}
+		return nil
+	})
+}
+
+// testConfig is the configuration tests start from: defaults, a fresh data
+// directory, and a short call timeout.
+func testConfig(t testing.TB, plugin string) *runConfig {
+	cfg, err := parseRunFlags([]string{plugin, "--data", t.TempDir(), "--call-timeout", "5s",
+		"--cache", filepath.Join(buildDir, "cache")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// testServer is agentrt wired as in "agentrt run", served by httptest.
+type testServer struct {
+	*httptest.Server
+	t   testing.TB
+	cfg *runConfig
+	srv *server
+}
+
+// startServer serves cfg's plugin in-process until the test ends.
+func startServer(t testing.TB, cfg *runConfig) *testServer {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv, err := open(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ts := &testServer{Server: httptest.NewServer(srv.handler), t: t, cfg: cfg, srv: srv}
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func (ts *testServer) stop() {
+	if ts.srv == nil {
+		return
+	}
+	ts.Server.Close()
+	ts.srv.Close()
+	ts.srv = nil
+}
+
+// serve is startServer with the test configuration for plugin.
+func serve(t testing.TB, plugin string, opts ...func(*runConfig)) *testServer {
+	t.Helper()
+	cfg := testConfig(t, plugin)
+	for _, o := range opts {
+		o(cfg)
+	}
+	return startServer(t, cfg)
+}
+
+// response is a response read in full.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body into a generic value.
+func (r *response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("response %d is not a JSON object: %v\n%s", r.status, err, r.body)
+	}
+	return v
+}
+
+// decode decodes the body into v.
+func (r *response) decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode response %d: %v\n%s", r.status, err, r.body)
+	}
+}
+
+// do sends a request with a raw body ("" for none).
+func (ts *testServer) do(method, path, contentType, body string) *response {
+	ts.t.Helper()
+	return doRequest(ts.t, ts.URL, method, path, contentType, strings.NewReader(body))
+}
+
+func doRequest(t testing.TB, base, method, path, contentType string, body io.Reader) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// want fails the test unless the response has the status.
+func (r *response) want(t testing.TB, status int) *response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body: %s", r.status, status, r.body)
+	}
+	return r
+}
+
+// wantError checks an error response: the status, a JSON body with a
+// message, and (if given) text the message must contain.
+func (r *response) wantError(t testing.TB, status int, contains string) string {
+	t.Helper()
+	r.want(t, status)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("error Content-Type %q, want application/json", ct)
+	}
+	msg, _ := r.json(t)["message"].(string)
+	if msg == "" {
+		t.Fatalf("error body has no message: %s", r.body)
+	}
+	if !strings.Contains(msg, contains) {
+		t.Fatalf("error message %q does not contain %q", msg, contains)
+	}
+	return msg
+}
+
+// createTask creates a task and returns it.
+func (ts *testServer) createTask(body string) protocol.Task {
+	ts.t.Helper()
+	var task protocol.Task
+	ts.do("POST", "/ap/v1/agent/tasks", "application/json", body).want(ts.t, 200).decode(ts.t, &task)
+	return task
+}
+
+// step executes a step and returns it.
+func (ts *testServer) step(taskID, body string) protocol.Step {
+	ts.t.Helper()
+	var st protocol.Step
+	ts.do("POST", "/ap/v1/agent/tasks/"+taskID+"/steps", "application/json", body).want(ts.t, 200).decode(ts.t, &st)
+	return st
+}
+
+// part is one part of a multipart body.
+type part struct {
+	name, fileName, value string
+	// header, when set, is the part's raw Content-Disposition.
+	header string
+}
+
+// multipartBody builds a multipart/form-data body.
+func multipartBody(t testing.TB, parts ...part) (string, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for _, p := range parts {
+		h := textproto.MIMEHeader{}
+		switch {
+		case p.header != "":
+			h.Set("Content-Disposition", p.header)
+		case p.fileName != "":
+			h.Set("Content-Disposition", fmt.Sprintf(`form-data; name=%q; filename=%q`, p.name, p.fileName))
+			h.Set("Content-Type", "application/octet-stream")
+		default:
+			h.Set("Content-Disposition", fmt.Sprintf(`form-data; name=%q`, p.name))
+		}
+		pw, err := w.CreatePart(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw.Write([]byte(p.value))
+	}
+	w.Close()
+	return w.FormDataContentType(), &buf
+}
+
+// upload sends a multipart upload to a task.
+func (ts *testServer) upload(taskID string, parts ...part) *response {
+	ts.t.Helper()
+	ct, body := multipartBody(ts.t, parts...)
+	return doRequest(ts.t, ts.URL, "POST", "/ap/v1/agent/tasks/"+taskID+"/artifacts", ct, body)
+}
+
+// streamUpload streams a multipart body with one file part, so that the test
+// does not hold a second copy of data.
+func streamUpload(fileName string, data []byte) (string, io.Reader) {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		fw, err := mw.CreateFormFile("file", fileName)
+		if err == nil {
+			_, err = fw.Write(data)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return mw.FormDataContentType(), pr
+}
