@@ -1,4 +1,4 @@
-//go:build wasm
+//lint:file-ignore U1000 these functions are called by the host, through go:wasmexport
 
 package agent
 
