@@ -11,6 +11,7 @@ package hostapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -26,6 +27,12 @@ type Host interface {
 	SetResult(result []byte) error
 	Log(level int32, message string) error
 	CreateArtifact(meta abi.ArtifactMeta, data []byte) (id string, err error)
+	Config() []byte
+	WorkspaceRead(path string) ([]byte, error)
+	WorkspaceWrite(path string, data []byte) error
+	WorkspaceList(prefix string) ([]protocol.FileInfo, error)
+	WorkspaceStat(path string) (protocol.FileInfo, error)
+	WorkspaceDelete(path string) error
 }
 
 // Config bounds what a plugin may do through the host API.
@@ -71,6 +78,12 @@ func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
 		{abi.FuncLog, 3, f.log},
 		{abi.FuncArtifactCreate, 5, f.artifactCreate},
 		{abi.FuncLastError, 2, f.lastError},
+		{abi.FuncConfig, 2, f.config},
+		{abi.FuncWorkspaceRead, 4, f.workspaceRead},
+		{abi.FuncWorkspaceWrite, 4, f.workspaceWrite},
+		{abi.FuncWorkspaceList, 4, f.workspaceList},
+		{abi.FuncWorkspaceStat, 4, f.workspaceStat},
+		{abi.FuncWorkspaceDelete, 2, f.workspaceDelete},
 	} {
 		impl := fn.impl
 		params := make([]api.ValueType, fn.params)
@@ -201,4 +214,107 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 func (f *functions) lastError(c *call, mod api.Module, stack []uint64) int32 {
 	msg := c.lastErr
 	return c.copyOut(mod, []byte(msg), arg(stack, 0), arg(stack, 1))
+}
+
+// config(buf, cap) -> len
+func (f *functions) config(c *call, mod api.Module, stack []uint64) int32 {
+	return c.copyOut(mod, c.host.Config(), arg(stack, 0), arg(stack, 1))
+}
+
+// path reads a path argument: UTF-8 bytes of guest memory.
+func (c *call) path(mod api.Module, ptr, n uint32) (string, int32) {
+	if n > 4096 {
+		return "", c.fail(abi.ErrBadPath, fmt.Sprintf("a path of %d bytes is too long", n))
+	}
+	b, errno := c.view(mod, ptr, n)
+	if errno != 0 {
+		return "", errno
+	}
+	if !utf8.Valid(b) {
+		return "", c.fail(abi.ErrBadPath, "the path is not valid UTF-8")
+	}
+	return string(b), 0
+}
+
+// workspace_read(path, path_len, buf, cap) -> size
+func (f *functions) workspaceRead(c *call, mod api.Module, stack []uint64) int32 {
+	p, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	data, err := c.host.WorkspaceRead(p)
+	if err != nil {
+		return c.failErr(err)
+	}
+	return c.copyOut(mod, data, arg(stack, 2), arg(stack, 3))
+}
+
+// workspace_write(path, path_len, data, data_len) -> 0
+func (f *functions) workspaceWrite(c *call, mod api.Module, stack []uint64) int32 {
+	p, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	data, errno := c.view(mod, arg(stack, 2), arg(stack, 3))
+	if errno != 0 {
+		return errno
+	}
+	if err := c.host.WorkspaceWrite(p, data); err != nil {
+		return c.failErr(err)
+	}
+	return 0
+}
+
+// workspace_list(prefix, prefix_len, buf, cap) -> len
+func (f *functions) workspaceList(c *call, mod api.Module, stack []uint64) int32 {
+	prefix, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	files, err := c.host.WorkspaceList(prefix)
+	if err != nil {
+		return c.failErr(err)
+	}
+	infos := make([]abi.FileInfo, len(files))
+	for i, fi := range files {
+		infos[i] = fileInfo(fi)
+	}
+	b, err := json.Marshal(infos)
+	if err != nil {
+		return c.failErr(err)
+	}
+	return c.copyOut(mod, b, arg(stack, 2), arg(stack, 3))
+}
+
+// workspace_stat(path, path_len, buf, cap) -> len
+func (f *functions) workspaceStat(c *call, mod api.Module, stack []uint64) int32 {
+	p, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	fi, err := c.host.WorkspaceStat(p)
+	if err != nil {
+		return c.failErr(err)
+	}
+	b, err := json.Marshal(fileInfo(fi))
+	if err != nil {
+		return c.failErr(err)
+	}
+	return c.copyOut(mod, b, arg(stack, 2), arg(stack, 3))
+}
+
+// workspace_delete(path, path_len) -> 0
+func (f *functions) workspaceDelete(c *call, mod api.Module, stack []uint64) int32 {
+	p, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	if err := c.host.WorkspaceDelete(p); err != nil {
+		return c.failErr(err)
+	}
+	return 0
+}
+
+func fileInfo(fi protocol.FileInfo) abi.FileInfo {
+	return abi.FileInfo{Path: fi.Path, Size: fi.Size, ModTime: fi.ModTime.UnixMilli()}
 }

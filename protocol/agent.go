@@ -31,10 +31,29 @@ type Store interface {
 	StepLogs(ctx context.Context, taskID, stepID string) ([]LogRecord, error)
 
 	StageArtifact(artifactID string) (Blob, error)
-	AddArtifact(ctx context.Context, a *Artifact) error
+	StageArtifactFromFile(taskID, name, artifactID string) (Blob, error)
+	AddArtifacts(ctx context.Context, taskID string, artifacts []Artifact, logs []LogRecord) error
 	GetArtifact(ctx context.Context, taskID, artifactID string) (*Artifact, error)
 	ListArtifacts(ctx context.Context, taskID string, p Page) ([]Artifact, int, error)
 	OpenArtifact(a *Artifact) (*os.File, error)
+
+	ReadFile(taskID, name string, max int64) ([]byte, error)
+	WriteFile(taskID, name string, data []byte) error
+	StatFile(taskID, name string) (FileInfo, error)
+	RemoveFile(taskID, name string) error
+	ListFiles(taskID, prefix string) ([]FileInfo, error)
+	WorkspaceUsage(taskID string) (bytes int64, files int, err error)
+	RemoveWorkspace(taskID string) error
+	PlaceUpload(taskID, name, artifactID string) (Placement, error)
+}
+
+// Placement is an upload put into its task's workspace before the artifact
+// is recorded. Exactly one of Commit and Rollback is called.
+type Placement interface {
+	// Commit keeps the file: the artifact was recorded.
+	Commit()
+	// Rollback removes the file and restores what the path held before.
+	Rollback()
 }
 
 // Blob is the bytes of a new artifact on their way to disk. They become
@@ -84,23 +103,37 @@ var DefaultLimits = Limits{
 	MaxWorkspaceFiles: 10000,
 }
 
+// AgentConfig configures an Agent.
+type AgentConfig struct {
+	Limits Limits
+	// PluginConfig is the operator's settings the plugin reads with the
+	// host API's config function. Not for secrets: plugins log freely.
+	PluginConfig map[string]string
+	Log          *slog.Logger
+}
+
 // Agent is the Agent Protocol's behaviour over a Store and a Plugin: it
 // creates tasks, executes steps through the plugin and records everything.
 // Steps of one task run one at a time; different tasks run concurrently.
 type Agent struct {
-	store  Store
-	plugin Plugin
-	limits Limits
-	log    *slog.Logger
-	locks  taskLocks
+	store        Store
+	plugin       Plugin
+	limits       Limits
+	pluginConfig []byte // JSON
+	log          *slog.Logger
+	locks        taskLocks
 }
 
 // NewAgent returns an Agent serving plugin's agent from store.
-func NewAgent(store Store, plugin Plugin, limits Limits, log *slog.Logger) *Agent {
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+func NewAgent(store Store, plugin Plugin, cfg AgentConfig) *Agent {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Agent{store: store, plugin: plugin, limits: limits, log: log}
+	if cfg.PluginConfig == nil {
+		cfg.PluginConfig = map[string]string{}
+	}
+	conf, _ := json.Marshal(cfg.PluginConfig) // strings always marshal
+	return &Agent{store: store, plugin: plugin, limits: cfg.Limits, pluginConfig: conf, log: cfg.Log}
 }
 
 // CreateTask creates a task and runs the plugin's task handler, if it has
@@ -121,7 +154,15 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 	var planned []Step
 	var call *Call
 	if a.plugin.HasHandler(abi.HandlerTask) {
-		call = a.newCall(abi.HandlerTask, t, nil, nil)
+		// Whatever the handler writes to the workspace goes if the task
+		// is not created.
+		created := false
+		defer func() {
+			if !created {
+				a.store.RemoveWorkspace(t.TaskID)
+			}
+		}()
+		call = a.newCall(abi.HandlerTask, t, nil, nil, nil)
 		defer call.discard()
 		code, err := a.plugin.Run(ctx, abi.HandlerTask, call)
 		var res abi.TaskResult
@@ -137,12 +178,15 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		}
 		t.Logs = call.logs
 		t.Artifacts = call.artifacts
-	}
-	if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
-		return nil, err
-	}
-	if call != nil {
+		if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
+			return nil, err
+		}
+		created = true
 		call.recorded()
+		return t, nil
+	}
+	if err := a.store.CreateTask(ctx, t, nil, nil); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -234,7 +278,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 			CreatedAt:       time.Now(),
 		}
 	}
-	call := a.newCall(abi.HandlerStep, task, step, &abi.Request{Input: body.Input, AdditionalInput: reqAddl})
+	call := a.newCall(abi.HandlerStep, task, step, &abi.Request{Input: body.Input, AdditionalInput: reqAddl}, nil)
 	defer call.discard()
 	code, runErr := a.plugin.Run(ctx, abi.HandlerStep, call)
 	var res abi.StepResult
@@ -404,9 +448,13 @@ func (u *Upload) Write(p []byte) (int, error) {
 }
 
 // Commit records the upload as an artifact of its task, named fileName in
-// the workspace directory relativePath. Both are cleaned or refused
-// (EBADPATH).
+// the workspace directory relativePath, and puts it in the task's workspace
+// at relativePath/fileName. Names are cleaned or refused (EBADPATH); the
+// workspace quota applies (ETOOLARGE). If the plugin has an artifact
+// handler, it runs first and may reject the upload (EREJECTED) or fail
+// (EPLUGIN); either way nothing is kept.
 func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Artifact, error) {
+	a := u.agent
 	name, err := CleanFileName(fileName)
 	if err != nil {
 		return nil, err
@@ -428,13 +476,88 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 		CreatedAt:    time.Now(),
 	}
 	ctx = context.WithoutCancel(ctx)
-	unlock := u.agent.locks.lock(u.taskID)
+	unlock := a.locks.lock(u.taskID)
 	defer unlock()
-	if err := u.agent.store.AddArtifact(ctx, art); err != nil {
+
+	if err := a.checkQuota(u.taskID, art.WorkspacePath(), art.Size); err != nil {
 		return nil, err
 	}
+	placed, err := a.store.PlaceUpload(u.taskID, art.WorkspacePath(), u.id)
+	if err != nil {
+		return nil, err
+	}
+	record := []Artifact{*art}
+	var logs []LogRecord
+	if a.plugin.HasHandler(abi.HandlerArtifact) {
+		created, callLogs, err := a.runArtifactHandler(ctx, art)
+		if err != nil {
+			placed.Rollback()
+			return nil, err
+		}
+		record, logs = append(record, created.artifacts...), callLogs
+		defer created.discard()
+		defer created.recorded()
+	}
+	if err := a.store.AddArtifacts(ctx, u.taskID, record, logs); err != nil {
+		placed.Rollback()
+		return nil, err
+	}
+	placed.Commit()
 	u.done = true
 	return art, nil
+}
+
+// runArtifactHandler runs the plugin's artifact handler on an upload placed
+// in the workspace. It returns the call (whose artifacts the caller records)
+// and its log, or why the upload must not be kept.
+func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, []LogRecord, error) {
+	task, err := a.store.GetTask(ctx, art.TaskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	call := a.newCall(abi.HandlerArtifact, task, nil, nil, art)
+	code, err := a.plugin.Run(ctx, abi.HandlerArtifact, call)
+	var res abi.ArtifactResult
+	if err == nil {
+		err = call.decodeResult(code, &res, &res.Error)
+	}
+	switch {
+	case err != nil:
+		call.discard()
+		a.log.Warn("artifact handler failed", "task_id", art.TaskID, "err", err)
+		return nil, nil, handlerError("artifact", err)
+	case res.Reject != "":
+		call.discard()
+		return nil, nil, Errorf(EREJECTED, "the agent rejected the upload: %s", res.Reject)
+	}
+	return call, call.logs, nil
+}
+
+// checkQuota refuses a workspace write that would put a task's workspace
+// over its byte or file quota. name is the file written, size its new size.
+func (a *Agent) checkQuota(taskID, name string, size int64) error {
+	bytes, files, err := a.store.WorkspaceUsage(taskID)
+	if err != nil {
+		return err
+	}
+	if old, err := a.store.StatFile(taskID, name); err == nil {
+		bytes -= old.Size
+		files--
+	} else if ErrorCode(err) != ENOTFOUND {
+		return err
+	}
+	return a.limits.checkWorkspace(bytes+size, files+1)
+}
+
+// checkWorkspace refuses workspace contents over the quota.
+func (l *Limits) checkWorkspace(bytes int64, files int) error {
+	if bytes > l.MaxWorkspaceBytes {
+		return Errorf(ETOOLARGE, "the task's workspace would hold %d bytes, over its quota of %d bytes", bytes, l.MaxWorkspaceBytes)
+	}
+	if files > l.MaxWorkspaceFiles {
+		return Errorf(ETOOLARGE, "the task's workspace would hold %d files, over its quota of %d files", files, l.MaxWorkspaceFiles)
+	}
+	return nil
 }
 
 // Discard drops an upload that was not committed; after Commit it does

@@ -34,10 +34,23 @@ type Call struct {
 	artifacts []Artifact
 	blobs     []Blob
 	done      bool
+
+	// usage is the workspace's size, loaded at the first write or delete
+	// and kept up to date by them (the task is locked during the call).
+	usage *workspaceUsage
 }
 
-func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request) *Call {
+type workspaceUsage struct {
+	bytes int64
+	files int
+}
+
+func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request, upload *Artifact) *Call {
 	in := abi.Input{ABI: abi.Version, Handler: handler, Task: taskView(t), Request: req}
+	if upload != nil {
+		v := artifactView(upload)
+		in.Artifact = &v
+	}
 	if s != nil {
 		in.Step = &abi.Step{
 			StepID:          s.StepID,
@@ -51,7 +64,7 @@ func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request) *Cal
 	if err != nil {
 		panic(fmt.Sprintf("encode handler input: %v", err)) // all fields are JSON-safe
 	}
-	c := &Call{agent: a, handler: handler, task: t, step: s, input: input}
+	c := &Call{agent: a, handler: handler, task: t, step: s, input: input, artifacts: []Artifact{}}
 	c.stdout = lineWriter{call: c, level: "stdout"}
 	c.stderr = lineWriter{call: c, level: "stderr"}
 	return c
@@ -141,27 +154,42 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	if err != nil {
 		return "", err
 	}
-	if meta.WorkspacePath != "" {
-		return "", Errorf(EUNPROCESSABLE, "workspace_path is not supported by this host")
-	}
 	if max := c.agent.limits.MaxCallArtifacts; len(c.artifacts) >= max {
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
 	}
-	if max := c.agent.limits.MaxArtifactBytes; int64(len(data)) > max {
-		return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", len(data), max)
-	}
+	max := c.agent.limits.MaxArtifactBytes
 	id := uuid.NewString()
-	blob, err := c.agent.store.StageArtifact(id)
-	if err != nil {
-		return "", err
-	}
-	if _, err := blob.Write(data); err != nil {
-		blob.Discard()
-		return "", err
-	}
-	if err := blob.Close(); err != nil {
-		blob.Discard()
-		return "", err
+	var blob Blob
+	if meta.WorkspacePath != "" {
+		file, err := CleanFilePath(meta.WorkspacePath)
+		if err != nil {
+			return "", err
+		}
+		if len(data) != 0 {
+			return "", Errorf(EUNPROCESSABLE, "give either data or workspace_path, not both")
+		}
+		if blob, err = c.agent.store.StageArtifactFromFile(c.task.TaskID, file, id); err != nil {
+			return "", err
+		}
+		if blob.Size() > max {
+			blob.Discard()
+			return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", blob.Size(), max)
+		}
+	} else {
+		if int64(len(data)) > max {
+			return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", len(data), max)
+		}
+		if blob, err = c.agent.store.StageArtifact(id); err != nil {
+			return "", err
+		}
+		_, err := blob.Write(data)
+		if err == nil {
+			err = blob.Close()
+		}
+		if err != nil {
+			blob.Discard()
+			return "", err
+		}
 	}
 	a := Artifact{
 		ArtifactID:   id,
@@ -169,7 +197,7 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 		FileName:     name,
 		RelativePath: dir,
 		TaskID:       c.task.TaskID,
-		Size:         int64(len(data)),
+		Size:         blob.Size(),
 		CreatedAt:    time.Now(),
 	}
 	if c.step != nil {
@@ -178,6 +206,99 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	c.artifacts = append(c.artifacts, a)
 	c.blobs = append(c.blobs, blob)
 	return id, nil
+}
+
+// Config is the operator's settings for the plugin, a JSON object of
+// strings.
+func (c *Call) Config() []byte { return c.agent.pluginConfig }
+
+// WorkspaceRead returns the bytes of a file of the task's workspace.
+func (c *Call) WorkspaceRead(name string) ([]byte, error) {
+	file, err := CleanFilePath(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.agent.store.ReadFile(c.task.TaskID, file, c.agent.limits.MaxWorkspaceBytes)
+}
+
+// WorkspaceWrite creates or replaces a file of the task's workspace, within
+// the workspace's quota.
+func (c *Call) WorkspaceWrite(name string, data []byte) error {
+	file, err := CleanFilePath(name)
+	if err != nil {
+		return err
+	}
+	u, err := c.workspaceUsage()
+	if err != nil {
+		return err
+	}
+	bytes, files := u.bytes+int64(len(data)), u.files+1
+	if old, err := c.agent.store.StatFile(c.task.TaskID, file); err == nil {
+		bytes, files = bytes-old.Size, files-1
+	} else if ErrorCode(err) != ENOTFOUND {
+		return err
+	}
+	if err := c.agent.limits.checkWorkspace(bytes, files); err != nil {
+		return err
+	}
+	if err := c.agent.store.WriteFile(c.task.TaskID, file, data); err != nil {
+		return err
+	}
+	u.bytes, u.files = bytes, files
+	return nil
+}
+
+// WorkspaceStat describes a file of the task's workspace.
+func (c *Call) WorkspaceStat(name string) (FileInfo, error) {
+	file, err := CleanFilePath(name)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return c.agent.store.StatFile(c.task.TaskID, file)
+}
+
+// WorkspaceDelete removes a file of the task's workspace.
+func (c *Call) WorkspaceDelete(name string) error {
+	file, err := CleanFilePath(name)
+	if err != nil {
+		return err
+	}
+	u, err := c.workspaceUsage()
+	if err != nil {
+		return err
+	}
+	old, err := c.agent.store.StatFile(c.task.TaskID, file)
+	if err != nil {
+		return err
+	}
+	if err := c.agent.store.RemoveFile(c.task.TaskID, file); err != nil {
+		return err
+	}
+	u.bytes, u.files = u.bytes-old.Size, u.files-1
+	return nil
+}
+
+// WorkspaceList lists the files of the task's workspace whose path starts
+// with prefix.
+func (c *Call) WorkspaceList(prefix string) ([]FileInfo, error) {
+	if err := checkChars(prefix); err != nil {
+		return nil, err
+	}
+	if len(prefix) > MaxPathBytes {
+		return nil, Errorf(EBADPATH, "prefix is longer than %d bytes", MaxPathBytes)
+	}
+	return c.agent.store.ListFiles(c.task.TaskID, prefix)
+}
+
+func (c *Call) workspaceUsage() (*workspaceUsage, error) {
+	if c.usage == nil {
+		bytes, files, err := c.agent.store.WorkspaceUsage(c.task.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		c.usage = &workspaceUsage{bytes: bytes, files: files}
+	}
+	return c.usage, nil
 }
 
 // decodeResult reads the handler's result into v after the handler

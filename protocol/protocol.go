@@ -79,6 +79,13 @@ func (a *Artifact) WorkspacePath() string {
 	return a.RelativePath + "/" + a.FileName
 }
 
+// FileInfo describes a file of a task's workspace.
+type FileInfo struct {
+	Path    string
+	Size    int64
+	ModTime time.Time
+}
+
 // LogRecord is one line a plugin logged, or wrote to stdout or stderr.
 type LogRecord struct {
 	Time    time.Time `json:"time"`

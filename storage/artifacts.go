@@ -61,19 +61,37 @@ func insertArtifacts(ctx context.Context, tx *sql.Tx, artifacts []protocol.Artif
 	return nil
 }
 
-// AddArtifact records one artifact (an upload) whose bytes were staged with
-// StageArtifact. The task must exist.
-func (s *Store) AddArtifact(ctx context.Context, a *protocol.Artifact) error {
+// AddArtifacts records artifacts of a task created outside a step (an
+// upload, and what the artifact handler made of it), whose bytes were
+// staged, and appends logs to the task's log, in one transaction.
+func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, logs []protocol.LogRecord) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := taskExists(ctx, tx, a.TaskID); err != nil {
+		if err := taskExists(ctx, tx, taskID); err != nil {
 			return err
 		}
-		return insertArtifacts(ctx, tx, []protocol.Artifact{*a})
+		if len(logs) > 0 {
+			var old sql.NullString
+			if err := tx.QueryRowContext(ctx, `SELECT logs FROM tasks WHERE id = ?`, taskID).Scan(&old); err != nil {
+				return err
+			}
+			all, err := decodeLogs(old)
+			if err != nil {
+				return err
+			}
+			enc, err := encodeLogs(append(all, logs...))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET logs = ? WHERE id = ?`, enc, taskID); err != nil {
+				return err
+			}
+		}
+		return insertArtifacts(ctx, tx, artifacts)
 	})
 	if err != nil {
-		return fmt.Errorf("add artifact: %w", err)
+		return fmt.Errorf("add artifacts: %w", err)
 	}
-	s.promoteAll([]protocol.Artifact{*a})
+	s.promoteAll(artifacts)
 	return nil
 }
 

@@ -255,27 +255,52 @@ func (s *Store) artifactPath(taskID, artifactID string) string {
 	return filepath.Join(s.taskDir(taskID), artifactID)
 }
 
-// recoverStaging finishes what a killed process left in staging/: bytes of a
-// committed artifact move into place, anything else is removed.
+// recoverStaging finishes what a killed process left in staging/: uploads
+// placed in a workspace are kept or rolled back, bytes of a recorded
+// artifact move into place, anything else is removed.
 func (s *Store) recoverStaging(ctx context.Context) error {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "staging"))
 	if err != nil {
 		return fmt.Errorf("read staging directory: %w", err)
 	}
+	recorded := func(id string) (string, bool, error) {
+		var taskID string
+		err := s.read.QueryRowContext(ctx, `SELECT task_id FROM artifacts WHERE id = ?`, id).Scan(&taskID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", false, nil
+		}
+		return taskID, err == nil, err
+	}
+	// Placements first: rolling one back needs its staged bytes.
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".ws")
+		if !ok {
+			continue
+		}
+		_, rec, err := recorded(id)
+		if err != nil {
+			return fmt.Errorf("recover staged %s: %w", e.Name(), err)
+		}
+		if err := s.recoverPlacement(id, rec); err != nil {
+			return fmt.Errorf("recover staged %s: %w", e.Name(), err)
+		}
+	}
 	for _, e := range entries {
 		name := e.Name()
-		var taskID string
-		err := s.read.QueryRowContext(ctx, `SELECT task_id FROM artifacts WHERE id = ?`, name).Scan(&taskID)
+		if strings.HasSuffix(name, ".ws") {
+			continue
+		}
+		taskID, rec, err := recorded(name)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if err := os.RemoveAll(filepath.Join(s.dir, "staging", name)); err != nil {
-				return fmt.Errorf("remove staged %s: %w", name, err)
-			}
 		case err != nil:
 			return fmt.Errorf("recover staged %s: %w", name, err)
-		default:
+		case rec:
 			if err := s.promote(taskID, name); err != nil {
 				return fmt.Errorf("recover staged %s: %w", name, err)
+			}
+		default:
+			if err := os.RemoveAll(filepath.Join(s.dir, "staging", name)); err != nil {
+				return fmt.Errorf("remove staged %s: %w", name, err)
 			}
 		}
 	}

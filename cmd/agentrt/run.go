@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ type runConfig struct {
 	limits       protocol.Limits
 	maxHostCalls int
 	logLevel     slog.Level
+	pluginConfig map[string]string
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -59,7 +61,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
 	maxResult := size(cfg.limits.MaxResultBytes)
 	maxLog := size(cfg.limits.MaxLogBytes)
+	maxWorkspace := size(cfg.limits.MaxWorkspaceBytes)
 	logLevel := "info"
+	var configFile string
+	settings := map[string]string{}
 
 	fs := flag.NewFlagSet("agentrt run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -77,6 +82,17 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.Var(&maxArtifact, "max-artifact", "limit of one artifact a plugin creates")
 	fs.Var(&maxResult, "max-result", "limit of a handler's result message")
 	fs.Var(&maxLog, "max-log", "limit of what one handler call logs (log lines, stdout, stderr)")
+	fs.Var(&maxWorkspace, "max-workspace", "quota of one task's workspace")
+	fs.IntVar(&cfg.limits.MaxWorkspaceFiles, "max-workspace-files", cfg.limits.MaxWorkspaceFiles, "files one task's workspace may hold")
+	fs.Func("config", "a `KEY=VALUE` setting for the plugin (repeatable; not for secrets)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return errors.New("want KEY=VALUE")
+		}
+		settings[k] = val
+		return nil
+	})
+	fs.StringVar(&configFile, "config-file", "", "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
 	fs.IntVar(&cfg.limits.MaxCallArtifacts, "max-call-artifacts", cfg.limits.MaxCallArtifacts, "artifacts one handler call may create")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
@@ -111,6 +127,20 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	cfg.limits.MaxArtifactBytes = int64(maxArtifact)
 	cfg.limits.MaxResultBytes = int(maxResult)
 	cfg.limits.MaxLogBytes = int(maxLog)
+	cfg.limits.MaxWorkspaceBytes = int64(maxWorkspace)
+	cfg.pluginConfig = map[string]string{}
+	if configFile != "" {
+		b, err := os.ReadFile(configFile)
+		if err != nil {
+			return nil, fmt.Errorf("plugin config: %w", err)
+		}
+		if err := json.Unmarshal(b, &cfg.pluginConfig); err != nil {
+			return nil, fmt.Errorf("plugin config %s must be a JSON object of strings: %w", configFile, err)
+		}
+	}
+	for k, v := range settings {
+		cfg.pluginConfig[k] = v
+	}
 	pages := int64(cfg.memoryLimit) / (64 << 10)
 	if pages < 1 || pages > 65536 {
 		return nil, &usageError{fmt.Sprintf("bad -memory %s: want from 64KiB to 4GiB", &cfg.memoryLimit)}
@@ -197,7 +227,9 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		store.Close()
 		return nil, err
 	}
-	agent := protocol.NewAgent(store, pluginAdapter{plugin}, cfg.limits, log)
+	agent := protocol.NewAgent(store, pluginAdapter{plugin}, protocol.AgentConfig{
+		Limits: cfg.limits, PluginConfig: cfg.pluginConfig, Log: log,
+	})
 	return &server{
 		store:   store,
 		plugin:  plugin,

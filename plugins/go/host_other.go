@@ -19,3 +19,17 @@ func hostLastError(unsafe.Pointer, uint32) int32  { return abi.ErrNotAllowed }
 func hostArtifactCreate(unsafe.Pointer, uint32, unsafe.Pointer, uint32, unsafe.Pointer) int32 {
 	return abi.ErrNotAllowed
 }
+func hostConfig(unsafe.Pointer, uint32) int32 { return abi.ErrNotAllowed }
+func hostWorkspaceRead(unsafe.Pointer, uint32, unsafe.Pointer, uint32) int32 {
+	return abi.ErrNotAllowed
+}
+func hostWorkspaceWrite(unsafe.Pointer, uint32, unsafe.Pointer, uint32) int32 {
+	return abi.ErrNotAllowed
+}
+func hostWorkspaceList(unsafe.Pointer, uint32, unsafe.Pointer, uint32) int32 {
+	return abi.ErrNotAllowed
+}
+func hostWorkspaceStat(unsafe.Pointer, uint32, unsafe.Pointer, uint32) int32 {
+	return abi.ErrNotAllowed
+}
+func hostWorkspaceDelete(unsafe.Pointer, uint32) int32 { return abi.ErrNotAllowed }

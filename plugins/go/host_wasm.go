@@ -21,3 +21,21 @@ func hostArtifactCreate(meta unsafe.Pointer, metaLen uint32, data unsafe.Pointer
 
 //go:wasmimport agentrt_v1 last_error
 func hostLastError(buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 config
+func hostConfig(buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 workspace_read
+func hostWorkspaceRead(path unsafe.Pointer, pathLen uint32, buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 workspace_write
+func hostWorkspaceWrite(path unsafe.Pointer, pathLen uint32, data unsafe.Pointer, dataLen uint32) int32
+
+//go:wasmimport agentrt_v1 workspace_list
+func hostWorkspaceList(prefix unsafe.Pointer, prefixLen uint32, buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 workspace_stat
+func hostWorkspaceStat(path unsafe.Pointer, pathLen uint32, buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport agentrt_v1 workspace_delete
+func hostWorkspaceDelete(path unsafe.Pointer, pathLen uint32) int32

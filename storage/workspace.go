@@ -1,0 +1,437 @@
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/agentrt/agentrt/protocol"
+	"github.com/google/uuid"
+)
+
+// A task's workspace is the directory workspaces/<task>, opened as an
+// os.Root so that no name can resolve outside it. Its files are under
+// files/; .tmp/ holds files being written and the previous version of a
+// file an upload is replacing. Paths reach here cleaned by
+// protocol.CleanFilePath; os.Root is the second line of defence.
+//
+// Files are written whole and swapped in with a rename, never modified in
+// place: an artifact's bytes may be a hard link to a workspace file (or the
+// other way round), and must not change when the file does.
+
+const (
+	filesDir = "files"
+	tmpDir   = ".tmp"
+)
+
+func (s *Store) workspaceDir(taskID string) string {
+	return filepath.Join(s.dir, "workspaces", taskID)
+}
+
+// openWorkspace opens a task's workspace, creating it if asked.
+func (s *Store) openWorkspace(taskID string, create bool) (*os.Root, error) {
+	dir := s.workspaceDir(taskID)
+	if create {
+		for _, sub := range []string{filesDir, tmpDir} {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o750); err != nil {
+				return nil, storageError("create workspace", err)
+			}
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return root, nil
+}
+
+// ReadFile returns the bytes of a workspace file, refusing files over max
+// bytes.
+func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
+	root, err := s.openWorkspace(taskID, false)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	defer root.Close()
+	f, err := root.Open(filesDir + "/" + name)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	if fi.Size() > max {
+		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	return b, nil
+}
+
+// WriteFile creates or replaces a workspace file, making its directories,
+// and syncs it.
+func (s *Store) WriteFile(taskID, name string, data []byte) error {
+	root, err := s.openWorkspace(taskID, true)
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	defer root.Close()
+	tmp := tmpDir + "/" + uuid.NewString()
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = swapIn(root, tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return workspaceError(name, err)
+	}
+	return nil
+}
+
+// swapIn renames tmp (in .tmp/) over the workspace file name, making its
+// directories, and syncs the directory.
+func swapIn(root *os.Root, tmp, name string) error {
+	dst := filesDir + "/" + name
+	if err := root.MkdirAll(path.Dir(dst), 0o750); err != nil {
+		return err
+	}
+	if fi, err := root.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		return protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	if err := root.Rename(tmp, dst); err != nil {
+		return err
+	}
+	return syncRootDir(root, path.Dir(dst))
+}
+
+func syncRootDir(root *os.Root, dir string) error {
+	d, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// StatFile describes a workspace file.
+func (s *Store) StatFile(taskID, name string) (protocol.FileInfo, error) {
+	root, err := s.openWorkspace(taskID, false)
+	if err != nil {
+		return protocol.FileInfo{}, workspaceError(name, err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(filesDir + "/" + name)
+	if err != nil {
+		return protocol.FileInfo{}, workspaceError(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return protocol.FileInfo{}, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	return protocol.FileInfo{Path: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// RemoveFile removes a workspace file, and the directories it leaves empty.
+func (s *Store) RemoveFile(taskID, name string) error {
+	root, err := s.openWorkspace(taskID, false)
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(filesDir + "/" + name)
+	if err != nil {
+		return workspaceError(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	if err := root.Remove(filesDir + "/" + name); err != nil {
+		return workspaceError(name, err)
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if root.Remove(filesDir+"/"+dir) != nil {
+			break // not empty
+		}
+	}
+	return syncRootDir(root, filesDir)
+}
+
+// ListFiles lists the workspace files whose path starts with prefix, in
+// path order.
+func (s *Store) ListFiles(taskID, prefix string) ([]protocol.FileInfo, error) {
+	files := []protocol.FileInfo{}
+	err := s.walkWorkspace(taskID, func(name string, fi fs.FileInfo) {
+		if strings.HasPrefix(name, prefix) {
+			files = append(files, protocol.FileInfo{Path: name, Size: fi.Size(), ModTime: fi.ModTime()})
+		}
+	})
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, err
+}
+
+// WorkspaceUsage is the total size and number of a task's workspace files.
+func (s *Store) WorkspaceUsage(taskID string) (bytes int64, files int, err error) {
+	err = s.walkWorkspace(taskID, func(_ string, fi fs.FileInfo) {
+		bytes += fi.Size()
+		files++
+	})
+	return bytes, files, err
+}
+
+// walkWorkspace calls fn for every regular file of a task's workspace.
+func (s *Store) walkWorkspace(taskID string, fn func(name string, fi fs.FileInfo)) error {
+	root, err := s.openWorkspace(taskID, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing written yet
+	} else if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), filesDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == filesDir {
+				return fs.SkipDir
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fn(strings.TrimPrefix(p, filesDir+"/"), fi)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walk workspace: %w", err)
+	}
+	return nil
+}
+
+// RemoveWorkspace removes a task's whole workspace (used when the task's
+// creation failed).
+func (s *Store) RemoveWorkspace(taskID string) error {
+	return os.RemoveAll(s.workspaceDir(taskID))
+}
+
+// StageArtifactFromFile stages a workspace file's current bytes as the new
+// artifact artifactID: a hard link, no copy (workspace files are never
+// changed in place, so the artifact keeps these bytes).
+func (s *Store) StageArtifactFromFile(taskID, name, artifactID string) (protocol.Blob, error) {
+	root, err := s.openWorkspace(taskID, true)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(filesDir + "/" + name)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	tmp := tmpDir + "/" + artifactID
+	if err := root.Link(filesDir+"/"+name, tmp); err != nil {
+		return nil, workspaceError(name, err)
+	}
+	staged := s.stagingPath(artifactID)
+	if err := os.Rename(filepath.Join(s.workspaceDir(taskID), tmp), staged); err != nil {
+		root.Remove(tmp)
+		return nil, storageError("stage artifact", err)
+	}
+	if err := syncDir(filepath.Dir(staged)); err != nil {
+		os.Remove(staged)
+		return nil, storageError("stage artifact", err)
+	}
+	return &blob{path: staged, size: fi.Size(), done: true}, nil
+}
+
+// placement is an upload put into a workspace before its artifact is
+// recorded: Commit keeps it, Rollback restores what the path held before.
+// A journal in staging/ lets the next Open finish either after a crash.
+type placement struct {
+	s          *Store
+	taskID     string
+	name       string
+	artifactID string
+	hadBackup  bool
+}
+
+type placementJournal struct {
+	TaskID string `json:"task_id"`
+	Path   string `json:"path"`
+}
+
+func (s *Store) journalPath(artifactID string) string {
+	return s.stagingPath(artifactID) + ".ws"
+}
+
+func backupName(artifactID string) string { return tmpDir + "/backup-" + artifactID }
+
+// PlaceUpload puts the staged bytes of artifact artifactID at name in the
+// task's workspace (a hard link: no copy), keeping any file it replaces
+// until Commit.
+func (s *Store) PlaceUpload(taskID, name, artifactID string) (protocol.Placement, error) {
+	j, err := json.Marshal(placementJournal{TaskID: taskID, Path: name})
+	if err != nil {
+		return nil, err
+	}
+	if err := writeSynced(s.journalPath(artifactID), j); err != nil {
+		return nil, storageError("place upload", err)
+	}
+	p := &placement{s: s, taskID: taskID, name: name, artifactID: artifactID}
+	if err := p.place(); err != nil {
+		p.Rollback()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *placement) place() error {
+	root, err := p.s.openWorkspace(p.taskID, true)
+	if err != nil {
+		return workspaceError(p.name, err)
+	}
+	defer root.Close()
+	dst := filesDir + "/" + p.name
+	if fi, err := root.Lstat(dst); err == nil {
+		if !fi.Mode().IsRegular() {
+			return protocol.Errorf(protocol.EBADPATH, "%q is a directory in the task's workspace", p.name)
+		}
+		if err := root.Rename(dst, backupName(p.artifactID)); err != nil {
+			return workspaceError(p.name, err)
+		}
+		p.hadBackup = true
+	}
+	tmp := tmpDir + "/" + p.artifactID
+	if err := os.Link(p.s.stagingPath(p.artifactID), filepath.Join(p.s.workspaceDir(p.taskID), tmp)); err != nil {
+		return storageError("place upload", err)
+	}
+	if err := swapIn(root, tmp, p.name); err != nil {
+		root.Remove(tmp)
+		return workspaceError(p.name, err)
+	}
+	return nil
+}
+
+// Commit keeps the placed file: the artifact was recorded.
+func (p *placement) Commit() {
+	if root, err := p.s.openWorkspace(p.taskID, false); err == nil {
+		root.Remove(backupName(p.artifactID))
+		root.Close()
+	}
+	os.Remove(p.s.journalPath(p.artifactID))
+}
+
+// Rollback removes the placed file and restores what was there before.
+func (p *placement) Rollback() {
+	p.s.rollbackPlacement(p.taskID, p.name, p.artifactID)
+}
+
+func (s *Store) rollbackPlacement(taskID, name, artifactID string) {
+	if root, err := s.openWorkspace(taskID, false); err == nil {
+		if _, err := root.Lstat(backupName(artifactID)); err == nil {
+			root.Rename(backupName(artifactID), filesDir+"/"+name)
+		} else if s.isPlaced(root, name, artifactID) {
+			root.Remove(filesDir + "/" + name)
+		}
+		root.Remove(tmpDir + "/" + artifactID)
+		root.Close()
+	}
+	os.Remove(s.journalPath(artifactID))
+}
+
+// isPlaced reports whether the workspace file name is the staged upload
+// itself (and not a file the placement never got to move aside).
+func (s *Store) isPlaced(root *os.Root, name, artifactID string) bool {
+	placed, err := root.Lstat(filesDir + "/" + name)
+	if err != nil {
+		return false
+	}
+	staged, err := os.Stat(s.stagingPath(artifactID))
+	return err == nil && os.SameFile(placed, staged)
+}
+
+// recoverPlacement finishes a placement a killed process left: kept if its
+// artifact was recorded, rolled back if not.
+func (s *Store) recoverPlacement(artifactID string, recorded bool) error {
+	b, err := os.ReadFile(s.journalPath(artifactID))
+	if err != nil {
+		return err
+	}
+	var j placementJournal
+	if err := json.Unmarshal(b, &j); err != nil || uuid.Validate(j.TaskID) != nil {
+		return os.Remove(s.journalPath(artifactID)) // torn write: nothing was placed yet
+	}
+	p := &placement{s: s, taskID: j.TaskID, name: j.Path, artifactID: artifactID}
+	if recorded {
+		p.Commit()
+	} else {
+		p.Rollback()
+	}
+	return nil
+}
+
+func writeSynced(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(name))
+	}
+	return err
+}
+
+// workspaceError explains a file system error on a workspace path.
+func workspaceError(name string, err error) error {
+	var perr *protocol.Error
+	switch {
+	case errors.As(err, &perr):
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return protocol.Errorf(protocol.ENOTFOUND, "no file %q in the task's workspace", name)
+	case errors.Is(err, syscall.ENOTDIR):
+		return protocol.Errorf(protocol.EBADPATH, "a directory in %q is a file", name)
+	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENOTEMPTY):
+		return protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return protocol.Errorf(protocol.EBADPATH, "%q is too long", name)
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return protocol.Errorf(protocol.EBADPATH, "%q leads outside the task's workspace", name)
+	}
+	return storageError("workspace "+name, err)
+}
