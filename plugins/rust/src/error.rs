@@ -1,0 +1,188 @@
+use std::fmt;
+
+use crate::abi;
+
+/// A handler's failure, or a host function's.
+///
+/// A handler that returns `Err(e)` fails its call: the host records
+/// `e.message()` as the call's error (the client gets a 502). Build one from
+/// a message with `"...".into()` or [`Error::new`]; the kit's functions
+/// return one with the host's [`ErrorCode`] and explanation. An artifact
+/// handler refuses an upload with [`reject`](crate::reject) instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    message: String,
+    code: Option<i32>,
+    rejection: bool,
+}
+
+impl Error {
+    /// An error with a message of your own.
+    pub fn new(message: impl Into<String>) -> Error {
+        Error {
+            message: message.into(),
+            code: None,
+            rejection: false,
+        }
+    }
+
+    /// The error of a failed host call: `code` is the host's negative error
+    /// code, `message` says what failed (the kit prefixes the function).
+    pub fn from_host(code: i32, message: impl Into<String>) -> Error {
+        Error {
+            message: message.into(),
+            code: Some(code),
+            rejection: false,
+        }
+    }
+
+    pub(crate) fn rejection(reason: String) -> Error {
+        Error {
+            message: reason,
+            code: None,
+            rejection: true,
+        }
+    }
+
+    /// What went wrong; for a rejection, the reason the client sees.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The host's error code, for an error from a host function with a code
+    /// this kit knows.
+    pub fn code(&self) -> Option<ErrorCode> {
+        self.code.and_then(ErrorCode::from_i32)
+    }
+
+    /// The host's raw error code (`-1` ... `-7`, or a newer one), for an
+    /// error from a host function.
+    pub fn raw_code(&self) -> Option<i32> {
+        self.code
+    }
+
+    /// Whether a host function failed because there is no such file.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(ErrorCode::NotFound)
+    }
+
+    /// Whether this error is a [`reject`](crate::reject)ion.
+    pub fn is_rejection(&self) -> bool {
+        self.rejection
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rejection {
+            f.write_str("upload rejected: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Error {
+        Error::new(message)
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Error {
+        Error::new(message)
+    }
+}
+
+impl From<crate::json::ParseError> for Error {
+    fn from(e: crate::json::ParseError) -> Error {
+        Error::new(e.to_string())
+    }
+}
+
+/// Returns the error with which an artifact handler refuses an upload: the
+/// client gets a 422 with `reason`, and nothing is kept.
+///
+/// ```
+/// use agentrt::{reject, Artifact, Error, Task};
+///
+/// fn on_artifact(_task: &Task, artifact: &Artifact) -> Result<(), Error> {
+///     if !artifact.file_name.ends_with(".txt") {
+///         return Err(reject("only .txt files, please"));
+///     }
+///     Ok(())
+/// }
+/// # assert!(on_artifact(&Task::default(), &Artifact::default()).unwrap_err().is_rejection());
+/// ```
+pub fn reject(reason: impl Into<String>) -> Error {
+    Error::rejection(reason.into())
+}
+
+/// The host's error codes (plugins/ABI.md, "Error codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// A malformed argument: bad JSON, bad UTF-8, unknown log level.
+    Invalid,
+    /// A pointer + length outside the plugin's memory.
+    Fault,
+    /// No such file.
+    NotFound,
+    /// The path was refused (absolute, `..`, control characters, too long).
+    BadPath,
+    /// A size, count or quota limit was reached.
+    Limit,
+    /// Not available here (e.g. during initialization, or on this host).
+    NotAllowed,
+    /// The host failed; the message says why.
+    Io,
+}
+
+impl ErrorCode {
+    /// The code as the host returns it (`-1` ... `-7`).
+    pub fn as_i32(self) -> i32 {
+        match self {
+            ErrorCode::Invalid => abi::ERR_INVALID,
+            ErrorCode::Fault => abi::ERR_FAULT,
+            ErrorCode::NotFound => abi::ERR_NOT_FOUND,
+            ErrorCode::BadPath => abi::ERR_BAD_PATH,
+            ErrorCode::Limit => abi::ERR_LIMIT,
+            ErrorCode::NotAllowed => abi::ERR_NOT_ALLOWED,
+            ErrorCode::Io => abi::ERR_IO,
+        }
+    }
+
+    /// The code for a host function's negative result; `None` for one this
+    /// kit does not know.
+    pub fn from_i32(code: i32) -> Option<ErrorCode> {
+        Some(match code {
+            abi::ERR_INVALID => ErrorCode::Invalid,
+            abi::ERR_FAULT => ErrorCode::Fault,
+            abi::ERR_NOT_FOUND => ErrorCode::NotFound,
+            abi::ERR_BAD_PATH => ErrorCode::BadPath,
+            abi::ERR_LIMIT => ErrorCode::Limit,
+            abi::ERR_NOT_ALLOWED => ErrorCode::NotAllowed,
+            abi::ERR_IO => ErrorCode::Io,
+            _ => return None,
+        })
+    }
+
+    /// A short name for messages ("not found", ...), as the Go kit's.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Invalid => "invalid argument",
+            ErrorCode::Fault => "bad pointer",
+            ErrorCode::NotFound => "not found",
+            ErrorCode::BadPath => "bad path",
+            ErrorCode::Limit => "limit reached",
+            ErrorCode::NotAllowed => "not allowed",
+            ErrorCode::Io => "host I/O error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

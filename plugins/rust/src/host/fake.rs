@@ -1,0 +1,285 @@
+//! An in-memory host for running the kit outside WebAssembly (its unit
+//! tests). It has the `agentrt_v1` functions' raw signatures and follows
+//! plugins/ABI.md: sized reads, negative codes, `last_error`. Its state is
+//! per thread, so tests do not share it. Until a test calls [`begin`], every
+//! function answers "not allowed", as the real host does outside a call.
+#![allow(dead_code)] // parts serve only the tests
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::abi;
+use crate::json::{self, Value};
+
+/// What one fake handler call saw and did.
+#[derive(Default)]
+pub(crate) struct State {
+    pub input: Vec<u8>,
+    pub result: Option<Vec<u8>>,
+    pub logs: Vec<(i32, String)>,
+    /// (meta JSON, bytes) of each artifact_create.
+    pub artifacts: Vec<(String, Vec<u8>)>,
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub config: String,
+    pub last_error: String,
+    /// Calls of input, to check the sized-read protocol.
+    pub input_calls: usize,
+}
+
+thread_local! {
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
+}
+
+/// Starts a fake handler call whose input message is `input`.
+pub(crate) fn begin(input: &str) {
+    STATE.with(|s| {
+        *s.borrow_mut() = Some(State {
+            input: input.as_bytes().to_vec(),
+            config: "{}".into(),
+            ..State::default()
+        })
+    });
+}
+
+/// Runs `f` on the state of the call in progress.
+pub(crate) fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| {
+        f(s.borrow_mut()
+            .as_mut()
+            .expect("no fake call in progress (call fake::begin)"))
+    })
+}
+
+/// The result the call set, as text.
+pub(crate) fn result() -> Option<String> {
+    with(|s| {
+        s.result
+            .as_ref()
+            .map(|r| String::from_utf8(r.clone()).unwrap())
+    })
+}
+
+/// Runs `f` on the call in progress, or answers ErrNotAllowed.
+fn call(f: impl FnOnce(&mut State) -> i32) -> i32 {
+    STATE.with(|s| match s.borrow_mut().as_mut() {
+        Some(state) => f(state),
+        None => abi::ERR_NOT_ALLOWED,
+    })
+}
+
+fn fail(s: &mut State, code: i32, msg: &str) -> i32 {
+    s.last_error = msg.to_string();
+    code
+}
+
+unsafe fn bytes<'a>(ptr: *const u8, len: i32) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    std::slice::from_raw_parts(ptr, len as usize)
+}
+
+unsafe fn text<'a>(s: &mut State, ptr: *const u8, len: i32) -> Result<&'a str, i32> {
+    std::str::from_utf8(bytes(ptr, len)).map_err(|_| fail(s, abi::ERR_INVALID, "not UTF-8"))
+}
+
+unsafe fn copy_out(data: &[u8], buf: *mut u8, cap: i32) -> i32 {
+    if data.len() <= cap as usize {
+        std::ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len());
+    }
+    data.len() as i32
+}
+
+fn check_path(s: &mut State, path: &str) -> Result<(), i32> {
+    if path.is_empty() || path.starts_with('/') || path.split('/').any(|seg| seg == "..") {
+        return Err(fail(
+            s,
+            abi::ERR_BAD_PATH,
+            &format!("path {:?} is refused", path),
+        ));
+    }
+    Ok(())
+}
+
+fn file_info(path: &str, data: &[u8]) -> Value {
+    Value::object()
+        .with("path", path)
+        .with("size", data.len())
+        .with("mod_time", 1_700_000_000_000u64)
+}
+
+pub unsafe fn host_input(buf: *mut u8, cap: i32) -> i32 {
+    call(|s| {
+        s.input_calls += 1;
+        copy_out(&s.input, buf, cap)
+    })
+}
+
+pub unsafe fn host_set_result(ptr: *const u8, len: i32) -> i32 {
+    call(|s| {
+        s.result = Some(bytes(ptr, len).to_vec());
+        0
+    })
+}
+
+pub unsafe fn host_log(level: i32, ptr: *const u8, len: i32) -> i32 {
+    call(|s| {
+        if !(abi::LEVEL_DEBUG..=abi::LEVEL_ERROR).contains(&level) {
+            return fail(s, abi::ERR_INVALID, &format!("unknown log level {}", level));
+        }
+        let msg = String::from_utf8_lossy(bytes(ptr, len)).into_owned();
+        s.logs.push((level, msg));
+        0
+    })
+}
+
+pub unsafe fn host_artifact_create(
+    meta: *const u8,
+    meta_len: i32,
+    data: *const u8,
+    data_len: i32,
+    id_out: *mut u8,
+) -> i32 {
+    call(|s| {
+        let meta = match text(s, meta, meta_len) {
+            Ok(m) => m.to_string(),
+            Err(code) => return code,
+        };
+        let parsed = match json::parse(&meta) {
+            Ok(v) if v.is_object() => v,
+            _ => {
+                return fail(
+                    s,
+                    abi::ERR_INVALID,
+                    "artifact_create: meta is not a JSON object",
+                )
+            }
+        };
+        let name = parsed["file_name"].as_str().unwrap_or("");
+        if name.is_empty() || name.contains('/') {
+            return fail(
+                s,
+                abi::ERR_BAD_PATH,
+                &format!("file name {:?} is not a plain name", name),
+            );
+        }
+        let mut data = bytes(data, data_len).to_vec();
+        if let Some(path) = parsed["workspace_path"].as_str() {
+            if !data.is_empty() {
+                return fail(
+                    s,
+                    abi::ERR_INVALID,
+                    "data_len must be 0 with a workspace_path",
+                );
+            }
+            match s.files.get(path) {
+                Some(d) => data = d.clone(),
+                None => return fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+            }
+        }
+        s.artifacts.push((meta, data));
+        if !id_out.is_null() {
+            let id = format!("00000000-0000-4000-8000-{:012}", s.artifacts.len());
+            std::ptr::copy_nonoverlapping(id.as_ptr(), id_out, 36);
+        }
+        0
+    })
+}
+
+pub unsafe fn host_last_error(buf: *mut u8, cap: i32) -> i32 {
+    call(|s| copy_out(s.last_error.as_bytes(), buf, cap))
+}
+
+pub unsafe fn host_workspace_read(path: *const u8, path_len: i32, buf: *mut u8, cap: i32) -> i32 {
+    call(|s| {
+        let path = match text(s, path, path_len) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        if let Err(code) = check_path(s, path) {
+            return code;
+        }
+        match s.files.get(path) {
+            Some(data) => copy_out(data, buf, cap),
+            None => fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+        }
+    })
+}
+
+pub unsafe fn host_workspace_write(
+    path: *const u8,
+    path_len: i32,
+    data: *const u8,
+    data_len: i32,
+) -> i32 {
+    call(|s| {
+        let path = match text(s, path, path_len) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        if let Err(code) = check_path(s, path) {
+            return code;
+        }
+        s.files
+            .insert(path.to_string(), bytes(data, data_len).to_vec());
+        0
+    })
+}
+
+pub unsafe fn host_workspace_list(
+    prefix: *const u8,
+    prefix_len: i32,
+    buf: *mut u8,
+    cap: i32,
+) -> i32 {
+    call(|s| {
+        let prefix = match text(s, prefix, prefix_len) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let list: Vec<Value> = s
+            .files
+            .iter()
+            .filter(|(p, _)| p.starts_with(prefix))
+            .map(|(p, d)| file_info(p, d))
+            .collect();
+        copy_out(Value::Array(list).to_json().as_bytes(), buf, cap)
+    })
+}
+
+pub unsafe fn host_workspace_stat(path: *const u8, path_len: i32, buf: *mut u8, cap: i32) -> i32 {
+    call(|s| {
+        let path = match text(s, path, path_len) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        if let Err(code) = check_path(s, path) {
+            return code;
+        }
+        let info = match s.files.get(path) {
+            Some(data) => file_info(path, data).to_json(),
+            None => return fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+        };
+        copy_out(info.as_bytes(), buf, cap)
+    })
+}
+
+pub unsafe fn host_workspace_delete(path: *const u8, path_len: i32) -> i32 {
+    call(|s| {
+        let path = match text(s, path, path_len) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        if let Err(code) = check_path(s, path) {
+            return code;
+        }
+        match s.files.remove(path) {
+            Some(_) => 0,
+            None => fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+        }
+    })
+}
+
+pub unsafe fn host_config(buf: *mut u8, cap: i32) -> i32 {
+    call(|s| copy_out(s.config.as_bytes(), buf, cap))
+}

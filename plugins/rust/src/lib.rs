@@ -1,0 +1,194 @@
+//! The kit for writing agentrt plugins (agents) in Rust.
+//!
+//! A plugin is a `cdylib` crate built for `wasm32-unknown-unknown`. Write
+//! the handlers as plain functions and name them in [`export_agent!`], which
+//! defines the exports the host calls (plugins/ABI.md, version 1):
+//!
+//! ```
+//! use agentrt::{Error, Step, StepResult};
+//!
+//! fn on_step(step: &Step) -> Result<StepResult, Error> {
+//!     if step.input.is_empty() {
+//!         return Err("say something".into());
+//!     }
+//!     agentrt::info("echoing");
+//!     Ok(StepResult::output(format!("you said: {}", step.input)).last())
+//! }
+//!
+//! agentrt::export_agent!(step = on_step);
+//! # fn main() {}
+//! ```
+//!
+//! The plugin's `Cargo.toml`:
+//!
+//! ```toml
+//! [package]
+//! name = "my-agent"
+//! version = "0.1.0"
+//! edition = "2021"
+//!
+//! [lib]
+//! crate-type = ["cdylib"]
+//!
+//! [dependencies]
+//! agentrt = { path = "../../../plugins/rust" }
+//!
+//! [profile.release]
+//! opt-level = "s"
+//! lto = true
+//! panic = "abort"
+//! ```
+//!
+//! Build it (Debian's Rust 1.63 has the wasm32 standard library; a rustup
+//! `rustc` earlier on `PATH` may not, hence `RUSTC`):
+//!
+//! ```text
+//! RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --target wasm32-unknown-unknown
+//! ```
+//!
+//! and serve `target/wasm32-unknown-unknown/release/my_agent.wasm` with
+//! `agentrt run`.
+//!
+//! # Handlers
+//!
+//! | handler | signature | runs |
+//! |---|---|---|
+//! | `step` (required) | `fn(&Step) -> Result<StepResult, Error>` | for every executed step |
+//! | `task` | `fn(&Task) -> Result<Vec<PlannedStep>, Error>` | once, when a task is created; may plan steps |
+//! | `artifact` | `fn(&Task, &Artifact) -> Result<(), Error>` | when a client uploads a file; `Err(reject(..))` refuses it |
+//!
+//! A handler's `Err(e)` fails the call: the client gets a 502 with
+//! `e.message()`, and artifacts the call created are dropped.
+//!
+//! From a handler, the plugin can [`log()`], [`create_artifact`] and
+//! [`publish_file`], use its task's [`workspace`] and read its [`config()`].
+//! Messages are JSON; [`json`] is the kit's own small JSON module, with
+//! [`json::Value`] for free-form fields such as `additional_input`.
+//!
+//! # What a call is
+//!
+//! Every handler call runs in a **fresh instance**: statics start from their
+//! initial values each time. Keep state in the task's workspace.
+//!
+//! A **panic** traps the instance (the kit's plugins build with
+//! `panic = "abort"`; wasm32 cannot unwind): the client gets a 502 saying the
+//! plugin trapped, and the call's artifacts are dropped. Before it traps, the
+//! kit logs the panic's message at level error, so it is in the step's log.
+//! Return an `Err` for failures you expect.
+//!
+//! # Imports
+//!
+//! The plugin imports only the host functions it uses (the linker drops the
+//! rest): a plugin that never touches the workspace or the config does not
+//! import those functions, and so also loads on a host that lacks them. The
+//! kit needs no WASI.
+//!
+//! # Testing
+//!
+//! Handlers are plain functions: test them natively with `cargo test`,
+//! building a [`Step`] or [`Task`] with `..Default::default()`. Outside
+//! WebAssembly, the host functions answer [`ErrorCode::NotAllowed`].
+
+mod agent;
+mod artifact;
+mod config;
+mod error;
+mod host;
+mod log;
+
+pub mod abi;
+#[doc(hidden)]
+pub mod exports;
+pub mod json;
+pub mod workspace;
+
+pub use agent::{Artifact, PlannedStep, Request, Step, StepResult, Task};
+pub use artifact::{create_artifact, publish_file};
+pub use config::config;
+pub use error::{reject, Error, ErrorCode};
+pub use log::{debug, error, info, log, warn, Level};
+
+/// Defines the plugin's exports from its handlers.
+///
+/// ```
+/// # use agentrt::{Artifact, Error, PlannedStep, Step, StepResult, Task};
+/// # fn on_step(_: &Step) -> Result<StepResult, Error> { Ok(StepResult::new()) }
+/// # fn on_task(_: &Task) -> Result<Vec<PlannedStep>, Error> { Ok(vec![]) }
+/// # fn on_artifact(_: &Task, _: &Artifact) -> Result<(), Error> { Ok(()) }
+/// agentrt::export_agent!(step = on_step, task = on_task, artifact = on_artifact);
+/// # fn main() {}
+/// ```
+///
+/// `step` is required; `task` and `artifact` are optional, in any order. A
+/// handler is a function or a closure with the signature in the
+/// [crate docs](crate#handlers). Use the macro once, at the top level of the
+/// plugin crate.
+///
+/// It defines `agentrt_abi_version`, `agentrt_handlers` and the three
+/// handler exports, each `() -> i32`. A handler that is not given is still
+/// exported (answering with an error), and `agentrt_handlers` tells the host
+/// it does not exist.
+#[macro_export]
+macro_rules! export_agent {
+    // Collect the handlers into [step] [task] [artifact], each [] or [handler].
+    (@collect [] $t:tt $a:tt step = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect [$h] $t $a $($rest)*);
+    };
+    (@collect $s:tt [] $a:tt task = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect $s [$h] $a $($rest)*);
+    };
+    (@collect $s:tt $t:tt [] artifact = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect $s $t [$h] $($rest)*);
+    };
+    (@collect $s:tt $t:tt $a:tt step = $h:expr, $($rest:tt)*) => {
+        compile_error!("export_agent!: `step` is given twice");
+    };
+    (@collect $s:tt $t:tt $a:tt task = $h:expr, $($rest:tt)*) => {
+        compile_error!("export_agent!: `task` is given twice");
+    };
+    (@collect $s:tt $t:tt $a:tt artifact = $h:expr, $($rest:tt)*) => {
+        compile_error!("export_agent!: `artifact` is given twice");
+    };
+    (@collect $s:tt $t:tt $a:tt $other:ident = $h:expr, $($rest:tt)*) => {
+        compile_error!(concat!("export_agent!: unknown handler `", stringify!($other), "` (expected step, task or artifact)"));
+    };
+    (@collect [] $t:tt $a:tt) => {
+        compile_error!("export_agent!: the step handler is required: export_agent!(step = on_step)");
+    };
+    (@collect [$s:expr] $t:tt $a:tt) => {
+        const _: () = {
+            #[no_mangle]
+            pub extern "C" fn agentrt_abi_version() -> i32 {
+                $crate::abi::VERSION
+            }
+
+            #[no_mangle]
+            pub extern "C" fn agentrt_handlers() -> i32 {
+                $crate::exports::handlers($crate::export_agent!(@given $t), $crate::export_agent!(@given $a))
+            }
+
+            #[no_mangle]
+            pub extern "C" fn agentrt_on_step() -> i32 {
+                $crate::exports::on_step($s)
+            }
+
+            #[no_mangle]
+            pub extern "C" fn agentrt_on_task() -> i32 {
+                $crate::export_agent!(@call on_task "task" $t)
+            }
+
+            #[no_mangle]
+            pub extern "C" fn agentrt_on_artifact() -> i32 {
+                $crate::export_agent!(@call on_artifact "artifact" $a)
+            }
+        };
+    };
+    (@given []) => { false };
+    (@given [$h:expr]) => { true };
+    (@call $run:ident $name:literal []) => { $crate::exports::missing($name) };
+    (@call $run:ident $name:literal [$h:expr]) => { $crate::exports::$run($h) };
+    // The entry point.
+    ($($key:ident = $h:expr),+ $(,)?) => {
+        $crate::export_agent!(@collect [] [] [] $($key = $h,)+);
+    };
+}
