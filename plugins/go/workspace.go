@@ -87,6 +87,9 @@ func Remove(path string) error {
 // named fileName in the directory relativePath, and returns its id. Later
 // changes to the file do not change the artifact.
 func PublishFile(path, fileName, relativePath string) (string, error) {
+	if path == "" {
+		return "", &HostError{Func: abi.FuncArtifactCreate, Code: abi.ErrBadPath, Message: "PublishFile needs the path of a workspace file"}
+	}
 	return createArtifact(abi.ArtifactMeta{FileName: fileName, RelativePath: relativePath, WorkspacePath: path}, nil)
 }
 
