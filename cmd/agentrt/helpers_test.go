@@ -67,25 +67,25 @@ func once(t testing.TB, key string, build func(out string) error) string {
 	return b.path
 }
 
-// examplePlugin returns build/plugins/<name>.wasm, built by "make plugins"
-// (AGENTRT_PLUGINS overrides the directory). Go builds missing there are
-// built here, so that "go test" works without make; TinyGo and Rust builds
-// need "make plugins".
+// examplePlugin returns the example plugin <example>-<lang>. Go builds are
+// made here (the Go build cache keeps that cheap), so they are never stale;
+// TinyGo and Rust builds come from build/plugins, made by "make plugins"
+// (AGENTRT_PLUGINS overrides the directory).
 func examplePlugin(t testing.TB, name string) string {
 	t.Helper()
+	example, lang, _ := strings.Cut(name, "-")
+	if lang == "go" {
+		return goPlugin(t, "examples/"+example+"/go")
+	}
 	dir := os.Getenv("AGENTRT_PLUGINS")
 	if dir == "" {
 		dir = filepath.Join(repoRoot, "build", "plugins")
 	}
 	path := filepath.Join(dir, name+".wasm")
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	example, lang, _ := strings.Cut(name, "-")
-	if lang != "go" {
+	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("plugin %s is missing; run \"make plugins\" (it builds every example in every language)", path)
 	}
-	return goPlugin(t, "examples/"+example+"/go")
+	return path
 }
 
 // goPlugin builds the Go plugin whose main package is at dir (relative to
