@@ -32,7 +32,7 @@ type Store interface {
 
 	StageArtifact(artifactID string) (Blob, error)
 	StageArtifactFromFile(taskID, name, artifactID string) (Blob, error)
-	AddArtifacts(ctx context.Context, taskID string, artifacts []Artifact, logs []LogRecord) error
+	AddArtifacts(ctx context.Context, taskID string, artifacts []Artifact, logs []LogRecord, pluginTime time.Duration) error
 	GetArtifact(ctx context.Context, taskID, artifactID string) (*Artifact, error)
 	ListArtifacts(ctx context.Context, taskID string, p Page) ([]Artifact, int, error)
 	OpenArtifact(a *Artifact) (*os.File, error)
@@ -90,6 +90,9 @@ type Limits struct {
 	MaxUploadBytes    int64 // one uploaded file
 	MaxWorkspaceBytes int64 // all files of one task's workspace
 	MaxWorkspaceFiles int   // files in one task's workspace
+	// MaxTaskTime is the wall-clock time all handler calls of one task may
+	// use together; 0 for no limit.
+	MaxTaskTime time.Duration
 }
 
 // DefaultLimits are the limits used where none are configured.
@@ -101,6 +104,7 @@ var DefaultLimits = Limits{
 	MaxUploadBytes:    256 << 20,
 	MaxWorkspaceBytes: 512 << 20,
 	MaxWorkspaceFiles: 10000,
+	MaxTaskTime:       time.Hour,
 }
 
 // AgentConfig configures an Agent.
@@ -164,7 +168,8 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		}()
 		call = a.newCall(abi.HandlerTask, t, nil, nil, nil)
 		defer call.discard()
-		code, err := a.plugin.Run(ctx, abi.HandlerTask, call)
+		code, elapsed, err := a.run(ctx, t, abi.HandlerTask, call)
+		t.PluginTime = elapsed
 		var res abi.TaskResult
 		if err == nil {
 			err = call.decodeResult(code, &res, &res.Error)
@@ -278,9 +283,13 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 			CreatedAt:       time.Now(),
 		}
 	}
+	if err := a.checkBudget(task); err != nil {
+		return nil, err
+	}
 	call := a.newCall(abi.HandlerStep, task, step, &abi.Request{Input: body.Input, AdditionalInput: reqAddl}, nil)
 	defer call.discard()
-	code, runErr := a.plugin.Run(ctx, abi.HandlerStep, call)
+	code, elapsed, runErr := a.run(ctx, task, abi.HandlerStep, call)
+	step.PluginTime = elapsed
 	var res abi.StepResult
 	if runErr == nil {
 		runErr = call.decodeResult(code, &res, &res.Error)
@@ -488,17 +497,18 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	}
 	record := []Artifact{*art}
 	var logs []LogRecord
+	var used time.Duration
 	if a.plugin.HasHandler(abi.HandlerArtifact) {
-		created, callLogs, err := a.runArtifactHandler(ctx, art)
+		created, elapsed, err := a.runArtifactHandler(ctx, art)
 		if err != nil {
 			placed.Rollback()
 			return nil, err
 		}
-		record, logs = append(record, created.artifacts...), callLogs
+		record, logs, used = append(record, created.artifacts...), created.logs, elapsed
 		defer created.discard()
 		defer created.recorded()
 	}
-	if err := a.store.AddArtifacts(ctx, u.taskID, record, logs); err != nil {
+	if err := a.store.AddArtifacts(ctx, u.taskID, record, logs, used); err != nil {
 		placed.Rollback()
 		return nil, err
 	}
@@ -508,15 +518,18 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 }
 
 // runArtifactHandler runs the plugin's artifact handler on an upload placed
-// in the workspace. It returns the call (whose artifacts the caller records)
-// and its log, or why the upload must not be kept.
-func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, []LogRecord, error) {
+// in the workspace. It returns the call (whose artifacts and log the caller
+// records) and the time it took, or why the upload must not be kept.
+func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, time.Duration, error) {
 	task, err := a.store.GetTask(ctx, art.TaskID)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
+	}
+	if err := a.checkBudget(task); err != nil {
+		return nil, 0, err
 	}
 	call := a.newCall(abi.HandlerArtifact, task, nil, nil, art)
-	code, err := a.plugin.Run(ctx, abi.HandlerArtifact, call)
+	code, elapsed, err := a.run(ctx, task, abi.HandlerArtifact, call)
 	var res abi.ArtifactResult
 	if err == nil {
 		err = call.decodeResult(code, &res, &res.Error)
@@ -525,12 +538,39 @@ func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, [
 	case err != nil:
 		call.discard()
 		a.log.Warn("artifact handler failed", "task_id", art.TaskID, "err", err)
-		return nil, nil, handlerError("artifact", err)
+		return nil, 0, handlerError("artifact", err)
 	case res.Reject != "":
 		call.discard()
-		return nil, nil, Errorf(EREJECTED, "the agent rejected the upload: %s", res.Reject)
+		return nil, 0, Errorf(EREJECTED, "the agent rejected the upload: %s", res.Reject)
 	}
-	return call, call.logs, nil
+	return call, elapsed, nil
+}
+
+// checkBudget refuses to run a handler for a task that has used up its
+// plugin time (ELIMIT).
+func (a *Agent) checkBudget(t *Task) error {
+	if max := a.limits.MaxTaskTime; max > 0 && t.PluginTime >= max {
+		return Errorf(ELIMIT, "task %s has used up its plugin time budget of %s", t.TaskID, max)
+	}
+	return nil
+}
+
+// run runs a handler for task t within what is left of the task's time
+// budget, and returns how long it ran.
+func (a *Agent) run(ctx context.Context, t *Task, handler string, call *Call) (int32, time.Duration, error) {
+	remaining := a.limits.MaxTaskTime - t.PluginTime
+	if a.limits.MaxTaskTime > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, remaining)
+		defer cancel()
+	}
+	start := time.Now()
+	code, err := a.plugin.Run(ctx, handler, call)
+	elapsed := time.Since(start)
+	if ErrorCode(err) == ETIMEOUT && a.limits.MaxTaskTime > 0 && elapsed >= remaining {
+		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", a.limits.MaxTaskTime)
+	}
+	return code, elapsed, err
 }
 
 // checkQuota refuses a workspace write that would put a task's workspace

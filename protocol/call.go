@@ -25,6 +25,7 @@ type Call struct {
 
 	result    []byte
 	hasResult bool
+	resultErr error // why the last set_result was refused
 
 	logs      []LogRecord
 	logBytes  int
@@ -97,10 +98,11 @@ func (c *Call) Input() []byte { return c.input }
 // SetResult keeps the handler's result message, replacing an earlier one.
 func (c *Call) SetResult(b []byte) error {
 	if max := c.agent.limits.MaxResultBytes; len(b) > max {
-		return Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
+		c.resultErr = Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
+		return c.resultErr
 	}
 	c.result = append(c.result[:0], b...)
-	c.hasResult = true
+	c.hasResult, c.resultErr = true, nil
 	return nil
 }
 
@@ -306,6 +308,9 @@ func (c *Call) workspaceUsage() (*workspaceUsage, error) {
 func (c *Call) decodeResult(code int32, v any, errMsg *string) error {
 	c.stdout.flush()
 	c.stderr.flush()
+	if c.resultErr != nil {
+		return Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
+	}
 	if c.hasResult {
 		dec := json.NewDecoder(bytes.NewReader(c.result))
 		if err := dec.Decode(v); err != nil {

@@ -18,6 +18,7 @@ const (
 	EPLUGIN        = "plugin_failed"   // 502: a plugin trapped, exited or answered badly
 	ETIMEOUT       = "plugin_timeout"  // 504: a plugin call ran out of time
 	EUNAVAILABLE   = "unavailable"     // 503: too busy right now; retry
+	ELIMIT         = "limit_reached"   // 429: a task used up a budget (its plugin time)
 	EINSUFFICIENT  = "storage_full"    // 507: the disk is full
 	EINTERNAL      = "internal"        // 500: everything else
 	EABORTED       = "request_aborted" // 499-like: the client went away

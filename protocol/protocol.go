@@ -24,6 +24,8 @@ type Task struct {
 	Artifacts []Artifact  `json:"artifacts"`
 	CreatedAt time.Time   `json:"-"`
 	Logs      []LogRecord `json:"-"`
+	// PluginTime is the wall-clock time the task's handler calls have used.
+	PluginTime time.Duration `json:"-"`
 }
 
 // StepStatus is a step's lifecycle state.
@@ -55,6 +57,8 @@ type Step struct {
 	Planned   bool        `json:"-"`
 	CreatedAt time.Time   `json:"-"`
 	Logs      []LogRecord `json:"-"`
+	// PluginTime is the wall-clock time the step's handler call used.
+	PluginTime time.Duration `json:"-"`
 }
 
 // Artifact is a file of a task: uploaded by a client or created by the agent.

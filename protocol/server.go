@@ -106,6 +106,8 @@ func statusOf(code string) int {
 		return http.StatusGatewayTimeout
 	case EUNAVAILABLE:
 		return http.StatusServiceUnavailable
+	case ELIMIT:
+		return http.StatusTooManyRequests
 	case EINSUFFICIENT:
 		return http.StatusInsufficientStorage
 	case EABORTED:

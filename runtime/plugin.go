@@ -50,6 +50,10 @@ type Config struct {
 	NoCloseOnContextDone bool
 	// HostModules are the modules of host functions, besides WASI.
 	HostModules []HostModule
+	// Limiters bound the instances running at once, typically one for this
+	// plugin and one shared by every plugin of a server. A call takes a
+	// slot from each, in order, before it instantiates.
+	Limiters []*Limiter
 }
 
 // Defaults for Config.
@@ -231,7 +235,17 @@ func (p *Plugin) HasExport(name string) bool { return p.exports[name] }
 // returns its i32 result. ctx carries what host functions need (see
 // hostapi.WithHost). A failure is a *protocol.Error: ETIMEOUT past the call
 // timeout, EPLUGIN for a trap, an exit or a host-imposed stop.
+//
+// Waiting for an instance slot (see Config.Limiters) does not count against
+// the call's time limit.
 func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, error) {
+	for _, l := range p.cfg.Limiters {
+		release, err := l.acquire(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
 	mod, err := p.instantiate(ctx, stdout, stderr)
@@ -245,7 +259,11 @@ func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer
 	}
 	res, err := fn.Call(ctx)
 	if err != nil {
-		return 0, p.failure(ctx, err)
+		err = p.failure(ctx, err)
+		if mem := mod.Memory(); mem != nil && mem.Size() >= p.cfg.MemoryLimitPages*65536 {
+			err.(*protocol.Error).Message += fmt.Sprintf(" (it had used all of its memory: the limit is %d MiB)", p.cfg.MemoryLimitPages/16)
+		}
+		return 0, err
 	}
 	return int32(res[0]), nil
 }
@@ -268,7 +286,7 @@ func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api
 }
 
 // failure explains why guest code stopped, in a client's terms.
-func (p *Plugin) failure(ctx context.Context, err error) error {
+func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
 	var perr *protocol.Error
 	var exit *sys.ExitError
 	switch {
@@ -286,11 +304,7 @@ func (p *Plugin) failure(ctx context.Context, err error) error {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
 	}
-	msg := firstLine(err)
-	if strings.Contains(msg, "out of bounds memory access") {
-		msg += " (or it ran out of memory: the limit is " + fmt.Sprint(p.cfg.MemoryLimitPages*64) + " KiB)"
-	}
-	return protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: %s", msg)
+	return protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: %s", firstLine(err))
 }
 
 // Close releases the plugin's compiled code and runtime.

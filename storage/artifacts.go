@@ -63,10 +63,14 @@ func insertArtifacts(ctx context.Context, tx *sql.Tx, artifacts []protocol.Artif
 
 // AddArtifacts records artifacts of a task created outside a step (an
 // upload, and what the artifact handler made of it), whose bytes were
-// staged, and appends logs to the task's log, in one transaction.
-func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, logs []protocol.LogRecord) error {
+// staged, appends logs to the task's log and adds the artifact handler's
+// time to the task's, in one transaction.
+func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, logs []protocol.LogRecord, pluginTime time.Duration) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := taskExists(ctx, tx, taskID); err != nil {
+			return err
+		}
+		if err := addPluginTime(ctx, tx, taskID, pluginTime); err != nil {
 			return err
 		}
 		if len(logs) > 0 {

@@ -39,6 +39,9 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 				return err
 			}
 		}
+		if err := addPluginTime(ctx, tx, st.TaskID, st.PluginTime); err != nil {
+			return err
+		}
 		return insertArtifacts(ctx, tx, artifacts)
 	})
 	if err != nil {
@@ -149,6 +152,15 @@ func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol
 		return nil, fmt.Errorf("step logs: %w", err)
 	}
 	return decodeLogs(logs)
+}
+
+// addPluginTime adds to the time a task's handler calls have used.
+func addPluginTime(ctx context.Context, tx *sql.Tx, taskID string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE tasks SET plugin_ms = plugin_ms + ? WHERE id = ?`, d.Milliseconds(), taskID)
+	return err
 }
 
 func taskExists(ctx context.Context, tx *sql.Tx, taskID string) error {

@@ -96,7 +96,7 @@ func TestRecoveryRemovesUnrecordedBytesAndPromotesRecordedOnes(t *testing.T) {
 	taskID := mustTask(t, s)
 	orphan := mustStage(t, s, taskID, "never recorded")
 	kept := mustStage(t, s, taskID, "recorded")
-	if err := s.AddArtifacts(context.Background(), taskID, []protocol.Artifact{kept}, nil); err != nil {
+	if err := s.AddArtifacts(context.Background(), taskID, []protocol.Artifact{kept}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	// As if the process died between the commit and the move out of staging.
@@ -137,7 +137,7 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 			if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.AddArtifacts(ctx, taskID, []protocol.Artifact{a}, nil); err != nil {
+			if err := s.AddArtifacts(ctx, taskID, []protocol.Artifact{a}, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 		}, "new"},

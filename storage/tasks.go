@@ -20,8 +20,8 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO tasks (id, input, additional_input, logs, created_at) VALUES (?, ?, ?, ?, ?)`,
-			t.TaskID, t.Input, string(t.AdditionalInput), logs, millis(t.CreatedAt))
+			`INSERT INTO tasks (id, input, additional_input, logs, created_at, plugin_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+			t.TaskID, t.Input, string(t.AdditionalInput), logs, millis(t.CreatedAt), t.PluginTime.Milliseconds())
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 // GetTask returns a task with its artifacts, or protocol.ENOTFOUND.
 func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, error) {
 	rows, err := s.read.QueryContext(ctx, `
-		SELECT t.id, t.input, t.additional_input, t.created_at, `+artifactColumns("a")+`
+		SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
 		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
 		WHERE t.id = ?
 		ORDER BY a.seq`, taskID)
@@ -76,7 +76,7 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 	}
 	rows, err := tx.QueryContext(ctx, `
 		WITH page AS (SELECT * FROM tasks ORDER BY seq LIMIT ? OFFSET ?)
-		SELECT t.id, t.input, t.additional_input, t.created_at, `+artifactColumns("a")+`
+		SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
 		FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
 		ORDER BY t.seq, a.seq`, p.Size, p.Offset())
 	if err != nil {
@@ -113,15 +113,17 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 			input   sql.NullString
 			addl    string
 			created int64
+			used    int64
 			a       artifactRow
 		)
-		if err := rows.Scan(append([]any{&t.TaskID, &input, &addl, &created}, a.dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&t.TaskID, &input, &addl, &created, &used}, a.dest()...)...); err != nil {
 			return nil, err
 		}
 		if n := len(tasks); n == 0 || tasks[n-1].TaskID != t.TaskID {
 			t.Input = nullString(input)
 			t.AdditionalInput = json.RawMessage(addl)
 			t.CreatedAt = time.UnixMilli(created)
+			t.PluginTime = time.Duration(used) * time.Millisecond
 			t.Artifacts = []protocol.Artifact{}
 			tasks = append(tasks, t)
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,11 @@ type runConfig struct {
 	maxHostCalls int
 	logLevel     slog.Level
 	pluginConfig map[string]string
+
+	maxInstances      int // per plugin
+	maxInstancesTotal int // across plugins
+	maxQueue          int
+	queueWait         time.Duration
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -57,6 +63,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		limits:       protocol.DefaultLimits,
 		maxHostCalls: hostapi.DefaultMaxCalls,
 	}
+	goruntimeProcs := goruntime.GOMAXPROCS(0)
 	maxUpload := size(cfg.limits.MaxUploadBytes)
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
 	maxResult := size(cfg.limits.MaxResultBytes)
@@ -94,6 +101,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	})
 	fs.StringVar(&configFile, "config-file", "", "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
 	fs.IntVar(&cfg.limits.MaxCallArtifacts, "max-call-artifacts", cfg.limits.MaxCallArtifacts, "artifacts one handler call may create")
+	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
+	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*goruntimeProcs), "plugin instances running at once, per plugin")
+	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*goruntimeProcs), "plugin instances running at once, all plugins together")
+	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
+	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
 
@@ -216,6 +228,10 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		CacheDir:         cacheDir,
 		MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
 		CallTimeout:      cfg.callTimeout,
+		Limiters: []*runtime.Limiter{
+			runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait),
+			runtime.NewLimiter(cfg.maxInstancesTotal, cfg.maxQueue, cfg.queueWait),
+		},
 		HostModules: []runtime.HostModule{{
 			Name: abi.ImportModule,
 			Instantiate: func(ctx context.Context, r wazero.Runtime) error {

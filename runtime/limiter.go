@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// Limiter bounds how many plugin instances run at once and how many calls
+// may wait for one. A call that finds the queue full, or waits longer than
+// the limiter allows, fails with protocol.EUNAVAILABLE (503 with
+// Retry-After): excess load costs a small, fixed amount of memory, never
+// an instance. One Limiter may be shared by several plugins.
+type Limiter struct {
+	slots    chan struct{}
+	maxQueue int64
+	maxWait  time.Duration
+	waiting  atomic.Int64
+}
+
+// NewLimiter allows instances concurrent instances, with up to queue calls
+// waiting at most wait each.
+func NewLimiter(instances, queue int, wait time.Duration) *Limiter {
+	return &Limiter{slots: make(chan struct{}, max(instances, 1)), maxQueue: int64(max(queue, 0)), maxWait: wait}
+}
+
+// acquire waits for a free instance slot and returns its release function.
+func (l *Limiter) acquire(ctx context.Context) (func(), error) {
+	select {
+	case l.slots <- struct{}{}:
+		return l.release, nil
+	default:
+	}
+	if l.waiting.Add(1) > l.maxQueue {
+		l.waiting.Add(-1)
+		return nil, l.busy()
+	}
+	defer l.waiting.Add(-1)
+	timer := time.NewTimer(l.maxWait)
+	defer timer.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return l.release, nil
+	case <-timer.C:
+		return nil, l.busy()
+	case <-ctx.Done():
+		return nil, protocol.Errorf(protocol.EABORTED, "the call was cancelled while waiting for a plugin instance")
+	}
+}
+
+func (l *Limiter) release() { <-l.slots }
+
+func (l *Limiter) busy() error {
+	return &protocol.Error{
+		Code: protocol.EUNAVAILABLE,
+		Message: fmt.Sprintf("the agent is busy: all %d plugin instances are running and %d calls are waiting; retry shortly",
+			cap(l.slots), l.waiting.Load()),
+		RetryAfter: 1,
+	}
+}
