@@ -301,6 +301,9 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	step.Logs = call.logs
 	if runErr != nil {
 		failure := handlerError("step", runErr)
+		if call.stderr.wrote && failure.Code != EINTERNAL {
+			failure.Message += "; what it wrote to stderr is in the step's log"
+		}
 		step.Output = nil
 		step.IsLast = false
 		step.AdditionalOutput = failureOutput(failure)

@@ -348,6 +348,7 @@ type lineWriter struct {
 	call    *Call
 	level   string
 	partial []byte
+	wrote   bool
 }
 
 // maxLine caps a line held while waiting for its newline.
@@ -355,6 +356,7 @@ const maxLine = 4096
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	w.wrote = w.wrote || n > 0
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {

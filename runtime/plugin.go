@@ -259,11 +259,13 @@ func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer
 	}
 	res, err := fn.Call(ctx)
 	if err != nil {
-		err = p.failure(ctx, err)
-		if mem := mod.Memory(); mem != nil && mem.Size() >= p.cfg.MemoryLimitPages*65536 {
-			err.(*protocol.Error).Message += fmt.Sprintf(" (it had used all of its memory: the limit is %d MiB)", p.cfg.MemoryLimitPages/16)
+		failure := p.failure(ctx, err)
+		// A plugin out of memory usually traps soon after a failed
+		// memory.grow: say so when its memory is near the limit.
+		if mem := mod.Memory(); mem != nil && uint64(mem.Size()) >= uint64(p.cfg.MemoryLimitPages)*65536*9/10 {
+			failure.Message += fmt.Sprintf(" (its memory had grown to %d MiB of its %d MiB limit)", mem.Size()>>20, p.cfg.MemoryLimitPages>>4)
 		}
-		return 0, err
+		return 0, failure
 	}
 	return int32(res[0]), nil
 }
@@ -299,7 +301,7 @@ func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
 		case code == sys.ExitCodeContextCanceled:
 			return protocol.Errorf(protocol.EPLUGIN, "the plugin call was cancelled")
 		default:
-			return protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code %d (its stderr is in the log)", code)
+			return protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code %d", code)
 		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)

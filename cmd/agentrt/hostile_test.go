@@ -1,0 +1,262 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The hostile-plugin suite: plugins written to attack the host. For each
+// attack: the step fails with a clear cause (or, where the attack is merely
+// refused, succeeds saying so), another task served at the same time is
+// unaffected, nothing outside the data directory changes, and the memory
+// and goroutines of the server return to their baseline.
+
+type attack struct {
+	input  string
+	status int
+	cause  string // in the error message (or, for a 200, in the output)
+	// Some attacks end one of two ways depending on the machine's speed
+	// (out of memory, or out of time first).
+	altStatus int
+	altCause  string
+}
+
+// heapInUse is the server's (this process's) heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// rss is the process's resident memory (VmRSS), for the record.
+func rss() uint64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb uint64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// listing names every file under dir, with its size.
+func listing(t *testing.T, dir string, skip string) string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if p == skip {
+			return filepath.SkipDir
+		}
+		fi, _ := d.Info()
+		if fi != nil && !d.IsDir() {
+			out = append(out, fmt.Sprintf("%s %d", p, fi.Size()))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func runHostileSuite(t *testing.T, plugin, benign string, attacks []attack, opts ...func(*runConfig)) {
+	opts = append([]func(*runConfig){func(c *runConfig) {
+		c.callTimeout = 2 * time.Second
+		c.memoryLimit = 64 << 20
+	}}, opts...)
+	ts := serve(t, plugin, opts...)
+	sandbox := filepath.Dir(ts.cfg.dataDir)
+	cwd, _ := os.Getwd()
+	outsideBefore := listing(t, sandbox, ts.cfg.dataDir) + listing(t, cwd, "")
+
+	bystander := ts.createTask(`{}`)
+	ts.step(bystander.TaskID, `{"input":"`+benign+`"}`) // warm up
+	heapBefore, rssBefore, goroutinesBefore := heapInUse(), rss(), runtime.NumGoroutine()
+
+	for _, a := range attacks {
+		t.Run(a.input, func(t *testing.T) {
+			victim := ts.createTask(`{}`)
+			// Another task is served the whole time the attack runs.
+			stop := make(chan struct{})
+			var served int
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					res := ts.do("POST", "/ap/v1/agent/tasks/"+bystander.TaskID+"/steps", "", `{"input":"`+benign+`"}`)
+					if res.status != 200 || !strings.Contains(string(res.body), `"output":"`) {
+						t.Errorf("a step of another task failed during the attack: %d %s", res.status, res.body)
+						return
+					}
+					served++
+				}
+			}()
+			res := ts.do("POST", "/ap/v1/agent/tasks/"+victim.TaskID+"/steps", "", `{"input":"`+a.input+`"}`)
+			close(stop)
+			wg.Wait()
+			if served == 0 {
+				t.Error("no step of the other task was served during the attack")
+			}
+			if a.status == 200 {
+				res.want(t, 200)
+				var st struct{ Output string }
+				res.decode(t, &st)
+				if !strings.Contains(st.Output, a.cause) {
+					t.Errorf("output %.500q does not contain %q", st.Output, a.cause)
+				}
+				return
+			}
+			if a.altStatus != 0 && res.status == a.altStatus {
+				failedStep(t, ts, victim.TaskID, res, a.altStatus, a.altCause)
+				return
+			}
+			failedStep(t, ts, victim.TaskID, res, a.status, a.cause)
+		})
+	}
+
+	// The same attacks again change nothing: whatever an attack took was
+	// given back.
+	for _, a := range attacks {
+		ts.do("POST", "/ap/v1/agent/tasks/"+ts.createTask(`{}`).TaskID+"/steps", "", `{"input":"`+a.input+`"}`)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	ts.CloseClientConnections()
+	heapAfter, rssAfter := heapInUse(), rss()
+	t.Logf("heap in use: %.1f MiB before the attacks, %.1f MiB after two rounds (resident: %.1f MiB, then %.1f MiB)",
+		float64(heapBefore)/(1<<20), float64(heapAfter)/(1<<20), float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20))
+	if heapAfter > heapBefore+16<<20 {
+		t.Errorf("heap grew from %d to %d bytes: attacks leaked memory", heapBefore, heapAfter)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutinesBefore+2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutinesBefore+2 {
+		t.Errorf("%d goroutines after the attacks, %d before", n, goroutinesBefore)
+	}
+	if after := listing(t, sandbox, ts.cfg.dataDir) + listing(t, cwd, ""); after != outsideBefore {
+		t.Errorf("files outside the data directory changed:\nbefore:\n%s\nafter:\n%s", outsideBefore, after)
+	}
+	if _, err := os.Stat("/tmp/agentrt-pwned"); err == nil {
+		t.Error("a plugin wrote /tmp/agentrt-pwned")
+	}
+}
+
+func TestHostileWasmPlugin(t *testing.T) {
+	runHostileSuite(t, watPlugin(t, "hostile"), "fine", []attack{
+		{input: "!u", status: 502, cause: "the plugin trapped: wasm error: unreachable"},
+		{input: "!s", status: 502, cause: "the plugin trapped: stack overflow"},
+		{input: "!g", status: 502, cause: "unreachable (its memory had grown to 63 MiB of its 64 MiB limit)"},
+		{input: "!l", status: 504, cause: "ran past its time limit of 2s"},
+		{input: "!o", status: 502, cause: "out of bounds memory access"},
+		{input: "!d", status: 502, cause: "integer divide by zero"},
+		{input: "!x", status: 502, cause: "exited with code 7"},
+	})
+}
+
+func TestHostileGoPlugin(t *testing.T) {
+	runHostileSuite(t, goPlugin(t, "testdata/plugins/hostile"), "fine", []attack{
+		{input: "loop", status: 504, cause: "ran past its time limit of 2s"},
+		{input: "sleep", status: 504, cause: "ran past its time limit of 2s"},
+		{input: "grow", status: 502, cause: "MiB of its 64 MiB limit); what it wrote to stderr is in the step's log"},
+		{input: "stack", status: 504, cause: "ran past its time limit of 2s",
+			altStatus: 502, altCause: "MiB of its 64 MiB limit); what it wrote to stderr is in the step's log"},
+		{input: "output", status: 502, cause: "result of 4194317 bytes is over the limit of 1048576 bytes"},
+		{input: "logflood", status: 502, cause: "more than 100000 host calls"},
+		{input: "exit", status: 502, cause: "exited with code 7"},
+		{input: "workspace-quota", status: 502, cause: "over its quota of 8388608 bytes"},
+		{input: "artifact-quota", status: 502, cause: "a call may create at most 64 artifacts"},
+		{input: "printflood", status: 200, cause: "printed 100 MB"},
+		{input: "pointers", status: 200, cause: "workspace_delete"},
+		{input: "escape", status: 200, cause: "read /etc/passwd"},
+	}, func(c *runConfig) { c.limits.MaxWorkspaceBytes = 8 << 20 })
+}
+
+func TestHostilePointersAreAllRefused(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"))
+	st := ts.step(ts.createTask(`{}`).TaskID, `{"input":"pointers"}`)
+	var codes map[string][]int32
+	if err := json.Unmarshal([]byte(*st.Output), &codes); err != nil || len(codes) != 11 {
+		t.Fatalf("output %q: %v", *st.Output, err)
+	}
+	for fn, cs := range codes {
+		for i, c := range cs {
+			if c != -2 {
+				t.Errorf("%s attack %d returned %d, want -2 (bad pointer)", fn, i, c)
+			}
+		}
+	}
+}
+
+func TestHostileEscapeAttemptsReachNothing(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"))
+	st := ts.step(ts.createTask(`{}`).TaskID, `{"input":"escape"}`)
+	var found map[string]string
+	if err := json.Unmarshal([]byte(*st.Output), &found); err != nil {
+		t.Fatalf("output %q: %v", *st.Output, err)
+	}
+	for what, result := range found {
+		switch what {
+		case "environment", "arguments":
+			if result != "0" {
+				t.Errorf("the plugin sees %s host %s", result, what)
+			}
+		case "working directory":
+			if cwd, _ := os.Getwd(); (result != "" && result != "/") || result == cwd {
+				t.Errorf("the plugin's working directory is %q, want none", result)
+			}
+		default:
+			if result != "refused" {
+				t.Errorf("%s: %s", what, result)
+			}
+		}
+	}
+	if len(found) != 9 {
+		t.Errorf("found = %v", found)
+	}
+}
+
+func TestPrintFloodIsCappedInTheLog(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"), func(c *runConfig) { c.limits.MaxLogBytes = 10000 })
+	task := ts.createTask(`{}`)
+	st := ts.step(task.TaskID, `{"input":"printflood"}`)
+	res := ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID+"/steps/"+st.StepID+"/logs", "", "").want(t, 200)
+	if len(res.body) > 20000 || !strings.Contains(string(res.body), "log limit of 10000 bytes reached") {
+		t.Errorf("log of %d bytes: %.200s", len(res.body), res.body)
+	}
+}
+
+func TestClocksAndRandomAreReal(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"))
+	task := ts.createTask(`{}`)
+	a := *ts.step(task.TaskID, `{"input":"entropy"}`).Output
+	b := *ts.step(task.TaskID, `{"input":"entropy"}`).Output
+	year := fmt.Sprint(time.Now().Year())
+	if !strings.HasPrefix(a, year) || !strings.HasPrefix(b, year) {
+		t.Errorf("the plugin's clock says %q and %q; want the real year %s", a, b, year)
+	}
+	if a == b {
+		t.Errorf("two instances drew the same random bytes: %q", a)
+	}
+}
