@@ -51,7 +51,7 @@ $(PLUGIN_DIR)/%-go.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT)
 
 $(PLUGIN_DIR)/%-tinygo.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT) | toolchains
 	@mkdir -p $(@D)
-	cd examples/$*/go && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
+	cd examples/$*/go && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
 
 $(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*/rust/src/*.rs) $(RUST_KIT) | toolchains
 	@mkdir -p $(@D)

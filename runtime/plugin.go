@@ -25,6 +25,7 @@ import (
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -280,6 +281,7 @@ func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api
 		}
 		time.Sleep(time.Duration(ns))
 	})
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(allocateMemory))
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
 		return nil, p.failure(ctx, err)

@@ -170,7 +170,7 @@ func onStep() int32 {
 		out.Name = &res.Name
 	}
 	if res.AdditionalOutput != nil {
-		b, err := json.Marshal(res.AdditionalOutput)
+		b, err := marshal(res.AdditionalOutput)
 		if err != nil {
 			return fail(fmt.Errorf("marshal additional output: %w", err), "", &abi.StepResult{})
 		}
@@ -198,7 +198,7 @@ func onTask() int32 {
 			ps.Input = &input
 		}
 		if p.AdditionalInput != nil {
-			b, err := json.Marshal(p.AdditionalInput)
+			b, err := marshal(p.AdditionalInput)
 			if err != nil {
 				return fail(fmt.Errorf("marshal planned step %q: %w", p.Name, err), "", &abi.TaskResult{})
 			}
@@ -232,11 +232,24 @@ func readInput() (*abi.Input, error) {
 	if err != nil {
 		return nil, hostError(abi.FuncInput, int32FromErr(err))
 	}
-	var in abi.Input
-	if err := json.Unmarshal(b, &in); err != nil {
+	in, err := abi.DecodeInput(b)
+	if err != nil {
 		return nil, fmt.Errorf("decode the handler's input: %w", err)
 	}
-	return &in, nil
+	return in, nil
+}
+
+// marshal encodes a free-form value; JSON text passes through as it is.
+func marshal(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case json.RawMessage:
+		return v, nil
+	case []byte:
+		if json.Valid(v) {
+			return v, nil
+		}
+	}
+	return json.Marshal(v)
 }
 
 // guard runs fn, turning a panic into an error so that the client learns
@@ -250,8 +263,11 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
+// result is a handler's result message.
+type result interface{ AppendJSON([]byte) []byte }
+
 // fail reports err (or msg when err is nil) as the handler's error.
-func fail(err error, msg string, res interface{}) int32 {
+func fail(err error, msg string, res result) int32 {
 	if err != nil {
 		msg = err.Error()
 	}
@@ -268,11 +284,8 @@ func fail(err error, msg string, res interface{}) int32 {
 }
 
 // succeed sets res as the handler's result.
-func succeed(res interface{}) int32 {
-	b, err := json.Marshal(res)
-	if err != nil {
-		b = []byte(`{"error":"the plugin could not encode its result"}`)
-	}
+func succeed(res result) int32 {
+	b := res.AppendJSON(nil)
 	if code := hostSetResult(ptr(b), uint32(len(b))); code < 0 {
 		return 1
 	}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"unsafe"
 
@@ -114,10 +113,7 @@ func CreateArtifact(fileName, relativePath string, data []byte) (string, error) 
 }
 
 func createArtifact(meta abi.ArtifactMeta, data []byte) (string, error) {
-	m, err := json.Marshal(meta)
-	if err != nil {
-		return "", err
-	}
+	m := meta.AppendJSON(nil)
 	id := make([]byte, 36)
 	if code := hostArtifactCreate(ptr(m), uint32(len(m)), ptr(data), uint32(len(data)), ptr(id)); code < 0 {
 		return "", hostError(abi.FuncArtifactCreate, code)

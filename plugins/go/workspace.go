@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -49,8 +48,8 @@ func ListFiles(prefix string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, hostError(abi.FuncWorkspaceList, int32FromErr(err))
 	}
-	var infos []abi.FileInfo
-	if err := json.Unmarshal(b, &infos); err != nil {
+	infos, err := abi.DecodeFileInfos(b)
+	if err != nil {
 		return nil, err
 	}
 	files := make([]FileInfo, len(infos))
@@ -68,8 +67,8 @@ func Stat(path string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, hostError(abi.FuncWorkspaceStat, int32FromErr(err))
 	}
-	var fi abi.FileInfo
-	if err := json.Unmarshal(b, &fi); err != nil {
+	fi, err := abi.DecodeFileInfo(b)
+	if err != nil {
 		return FileInfo{}, err
 	}
 	return fileInfo(fi), nil
@@ -99,11 +98,7 @@ func Config() (map[string]string, error) {
 	if err != nil {
 		return nil, hostError(abi.FuncConfig, int32FromErr(err))
 	}
-	conf := map[string]string{}
-	if err := json.Unmarshal(b, &conf); err != nil {
-		return nil, err
-	}
-	return conf, nil
+	return abi.DecodeStrings(b)
 }
 
 func fileInfo(fi abi.FileInfo) FileInfo {
