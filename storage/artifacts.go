@@ -44,13 +44,13 @@ func (r *artifactRow) artifact(taskID string) protocol.Artifact {
 	}
 }
 
-func insertArtifacts(ctx context.Context, tx *sql.Tx, artifacts []protocol.Artifact) error {
+func insertArtifacts(w db, artifacts []protocol.Artifact) error {
 	for _, a := range artifacts {
 		var stepID any
 		if a.StepID != "" {
 			stepID = a.StepID
 		}
-		_, err := tx.ExecContext(ctx, `
+		_, err := w.exec(`
 			INSERT INTO artifacts (id, task_id, step_id, agent_created, file_name, relative_path, size, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.ArtifactID, a.TaskID, stepID, boolInt(a.AgentCreated), a.FileName, a.RelativePath, a.Size, millis(a.CreatedAt))
@@ -66,16 +66,16 @@ func insertArtifacts(ctx context.Context, tx *sql.Tx, artifacts []protocol.Artif
 // staged, appends logs to the task's log and adds the artifact handler's
 // time to the task's, in one transaction.
 func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, logs []protocol.LogRecord, pluginTime time.Duration) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := taskExists(ctx, tx, taskID); err != nil {
+	err := s.inTx(ctx, func(w db) error {
+		if err := taskExists(w, taskID); err != nil {
 			return err
 		}
-		if err := addPluginTime(ctx, tx, taskID, pluginTime); err != nil {
+		if err := addPluginTime(w, taskID, pluginTime); err != nil {
 			return err
 		}
 		if len(logs) > 0 {
 			var old sql.NullString
-			if err := tx.QueryRowContext(ctx, `SELECT logs FROM tasks WHERE id = ?`, taskID).Scan(&old); err != nil {
+			if err := w.scanOne(`SELECT logs FROM tasks WHERE id = ?`, []any{taskID}, &old); err != nil {
 				return err
 			}
 			all, err := decodeLogs(old)
@@ -86,11 +86,11 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET logs = ? WHERE id = ?`, enc, taskID); err != nil {
+			if _, err := w.exec(`UPDATE tasks SET logs = ? WHERE id = ?`, enc, taskID); err != nil {
 				return err
 			}
 		}
-		return insertArtifacts(ctx, tx, artifacts)
+		return insertArtifacts(w, artifacts)
 	})
 	if err != nil {
 		return fmt.Errorf("add artifacts: %w", err)
@@ -103,8 +103,8 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 // task has no such artifact.
 func (s *Store) GetArtifact(ctx context.Context, taskID, artifactID string) (*protocol.Artifact, error) {
 	var r artifactRow
-	err := s.read.QueryRowContext(ctx, `SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.id = ? AND a.task_id = ?`,
-		artifactID, taskID).Scan(r.dest()...)
+	err := s.reader(ctx).scanOne(`SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.id = ? AND a.task_id = ?`,
+		[]any{artifactID, taskID}, r.dest()...)
 	if err == sql.ErrNoRows {
 		return nil, protocol.Errorf(protocol.ENOTFOUND, "artifact %q not found in task %q", artifactID, taskID)
 	} else if err != nil {
@@ -118,36 +118,34 @@ func (s *Store) GetArtifact(ctx context.Context, taskID, artifactID string) (*pr
 // the task's number of artifacts; protocol.ENOTFOUND when there is no such
 // task.
 func (s *Store) ListArtifacts(ctx context.Context, taskID string, p protocol.Page) ([]protocol.Artifact, int, error) {
-	tx, err := s.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list artifacts: %w", err)
-	}
-	defer tx.Rollback()
-	if err := taskExists(ctx, tx, taskID); err != nil {
-		return nil, 0, err
-	}
-	var total int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM artifacts WHERE task_id = ?`, taskID).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("list artifacts: %w", err)
-	}
 	artifacts := []protocol.Artifact{}
-	if p.Offset() >= total {
-		return artifacts, total, nil
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.task_id = ? ORDER BY a.seq LIMIT ? OFFSET ?`,
-		taskID, p.Size, p.Offset())
-	if err != nil {
-		return nil, 0, fmt.Errorf("list artifacts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r artifactRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, 0, fmt.Errorf("list artifacts: %w", err)
+	var total int
+	err := s.readTx(ctx, func(r db) error {
+		if err := taskExists(r, taskID); err != nil {
+			return err
 		}
-		artifacts = append(artifacts, r.artifact(taskID))
-	}
-	if err := rows.Err(); err != nil {
+		if err := r.scanOne(`SELECT COUNT(*) FROM artifacts WHERE task_id = ?`, []any{taskID}, &total); err != nil {
+			return err
+		}
+		if p.Offset() >= total {
+			return nil
+		}
+		rows, err := r.query(`SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.task_id = ? ORDER BY a.seq LIMIT ? OFFSET ?`,
+			taskID, p.Size, p.Offset())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a artifactRow
+			if err := rows.Scan(a.dest()...); err != nil {
+				return err
+			}
+			artifacts = append(artifacts, a.artifact(taskID))
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("list artifacts: %w", err)
 	}
 	return artifacts, total, nil

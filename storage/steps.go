@@ -17,12 +17,12 @@ const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_in
 // same id, together with the artifacts it created (their bytes staged with
 // StageArtifact), in one transaction.
 func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(w db) error {
 		logs, err := encodeLogs(st.Logs)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `
+		res, err := w.exec(`
 			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
 				additional_output = ?, is_last = ?, logs = ?, updated_at = ?
 			WHERE id = ? AND task_id = ?`,
@@ -35,14 +35,14 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			if err := insertStep(ctx, tx, st); err != nil {
+			if err := insertStep(w, st); err != nil {
 				return err
 			}
 		}
-		if err := addPluginTime(ctx, tx, st.TaskID, st.PluginTime); err != nil {
+		if err := addPluginTime(w, st.TaskID, st.PluginTime); err != nil {
 			return err
 		}
-		return insertArtifacts(ctx, tx, artifacts)
+		return insertArtifacts(w, artifacts)
 	})
 	if err != nil {
 		return fmt.Errorf("save step: %w", err)
@@ -51,13 +51,13 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	return nil
 }
 
-func insertStep(ctx context.Context, tx *sql.Tx, st *protocol.Step) error {
+func insertStep(w db, st *protocol.Step) error {
 	logs, err := encodeLogs(st.Logs)
 	if err != nil {
 		return err
 	}
 	now := millis(time.Now())
-	_, err = tx.ExecContext(ctx, `
+	_, err = w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
 			additional_output, is_last, planned, logs, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -69,7 +69,7 @@ func insertStep(ctx context.Context, tx *sql.Tx, st *protocol.Step) error {
 // NextPlannedStep returns the task's oldest step still in status "created",
 // or nil when there is none.
 func (s *Store) NextPlannedStep(ctx context.Context, taskID string) (*protocol.Step, error) {
-	rows, err := s.read.QueryContext(ctx, `
+	rows, err := s.reader(ctx).query(`
 		SELECT `+stepColumns+`, `+artifactColumns("a")+`
 		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
 		WHERE s.id = (SELECT id FROM steps WHERE task_id = ? AND status = 'created' ORDER BY seq LIMIT 1)
@@ -90,7 +90,7 @@ func (s *Store) NextPlannedStep(ctx context.Context, taskID string) (*protocol.S
 // GetStep returns a step of a task with its artifacts, or protocol.ENOTFOUND
 // when the task has no such step.
 func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.Step, error) {
-	rows, err := s.read.QueryContext(ctx, `
+	rows, err := s.reader(ctx).query(`
 		SELECT `+stepColumns+`, `+artifactColumns("a")+`
 		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
 		WHERE s.id = ? AND s.task_id = ?
@@ -112,30 +112,29 @@ func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.S
 // artifacts, and the task's number of steps; protocol.ENOTFOUND when there
 // is no such task.
 func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) ([]protocol.Step, int, error) {
-	tx, err := s.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list steps: %w", err)
-	}
-	defer tx.Rollback()
-	if err := taskExists(ctx, tx, taskID); err != nil {
-		return nil, 0, err
-	}
+	steps := []protocol.Step{}
 	var total int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM steps WHERE task_id = ?`, taskID).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("list steps: %w", err)
-	}
-	if p.Offset() >= total {
-		return []protocol.Step{}, total, nil
-	}
-	rows, err := tx.QueryContext(ctx, `
-		WITH page AS (SELECT * FROM steps WHERE task_id = ? ORDER BY seq LIMIT ? OFFSET ?)
-		SELECT `+stepColumns+`, `+artifactColumns("a")+`
-		FROM page s LEFT JOIN artifacts a ON a.step_id = s.id
-		ORDER BY s.seq, a.seq`, taskID, p.Size, p.Offset())
-	if err != nil {
-		return nil, 0, fmt.Errorf("list steps: %w", err)
-	}
-	steps, err := scanSteps(rows)
+	err := s.readTx(ctx, func(r db) error {
+		if err := taskExists(r, taskID); err != nil {
+			return err
+		}
+		if err := r.scanOne(`SELECT COUNT(*) FROM steps WHERE task_id = ?`, []any{taskID}, &total); err != nil {
+			return err
+		}
+		if p.Offset() >= total {
+			return nil
+		}
+		rows, err := r.query(`
+			WITH page AS (SELECT * FROM steps WHERE task_id = ? ORDER BY seq LIMIT ? OFFSET ?)
+			SELECT `+stepColumns+`, `+artifactColumns("a")+`
+			FROM page s LEFT JOIN artifacts a ON a.step_id = s.id
+			ORDER BY s.seq, a.seq`, taskID, p.Size, p.Offset())
+		if err != nil {
+			return err
+		}
+		steps, err = scanSteps(rows)
+		return err
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list steps: %w", err)
 	}
@@ -145,7 +144,7 @@ func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) (
 // StepLogs returns what the plugin logged while running a step.
 func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol.LogRecord, error) {
 	var logs sql.NullString
-	err := s.read.QueryRowContext(ctx, `SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID).Scan(&logs)
+	err := s.reader(ctx).scanOne(`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, []any{stepID, taskID}, &logs)
 	if err == sql.ErrNoRows {
 		return nil, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID)
 	} else if err != nil {
@@ -155,17 +154,17 @@ func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol
 }
 
 // addPluginTime adds to the time a task's handler calls have used.
-func addPluginTime(ctx context.Context, tx *sql.Tx, taskID string, d time.Duration) error {
+func addPluginTime(w db, taskID string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE tasks SET plugin_ms = plugin_ms + ? WHERE id = ?`, d.Milliseconds(), taskID)
+	_, err := w.exec(`UPDATE tasks SET plugin_ms = plugin_ms + ? WHERE id = ?`, d.Milliseconds(), taskID)
 	return err
 }
 
-func taskExists(ctx context.Context, tx *sql.Tx, taskID string) error {
+func taskExists(r db, taskID string) error {
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, taskID).Scan(&one)
+	err := r.scanOne(`SELECT 1 FROM tasks WHERE id = ?`, []any{taskID}, &one)
 	if err == sql.ErrNoRows {
 		return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
 	} else if err != nil {

@@ -44,10 +44,11 @@ var migrations embed.FS
 // Store is an open data directory.
 type Store struct {
 	dir    string
-	write  *sql.DB // one connection: SQLite has one writer
+	write  *sql.DB // one connection, used by the writer goroutine only
 	read   *sql.DB // a pool of query-only connections
 	lock   *os.File
 	closed bool
+	writerState
 }
 
 // Open opens (creating if needed) the data directory dir, takes its lock,
@@ -66,7 +67,9 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, lock: lock}
+	s := &Store{dir: dir, lock: lock, writerState: writerState{
+		writes: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
+	}}
 	if err := s.open(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -86,13 +89,18 @@ func (s *Store) open(ctx context.Context) error {
 	if s.write, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	s.write.SetMaxOpenConns(1)
-	s.write.SetMaxIdleConns(1)
+	// Writes come only from the writer goroutine, one transaction at a time.
+	// The second connection lets a statement be prepared while the first is
+	// inside that transaction (database/sql prepares on an idle connection,
+	// then again on the transaction's, once).
+	s.write.SetMaxOpenConns(2)
+	s.write.SetMaxIdleConns(2)
 	s.write.SetConnMaxLifetime(0)
 	s.write.SetConnMaxIdleTime(0)
 	if err := s.write.PingContext(ctx); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
+	go s.writeLoop()
 	if err := s.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate database %s: %w", path, err)
 	}
@@ -120,6 +128,13 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.write != nil {
+		s.stopWriter()
+	}
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
 	var errs []error
 	if s.read != nil {
 		errs = append(errs, s.read.Close())
@@ -186,33 +201,16 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		err = s.inTx(ctx, func(w db) error {
+			if _, err := w.tx.ExecContext(ctx, string(body)); err != nil { // several statements
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, version, filepath.Base(name))
+			_, err := w.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, version, filepath.Base(name))
 			return err
 		})
 		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// inTx runs fn in a write transaction and commits it; the commit is synced
-// to disk before inTx returns.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return storageError("begin transaction", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return storageError("write", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return storageError("commit", err)
 	}
 	return nil
 }
@@ -265,7 +263,7 @@ func (s *Store) recoverStaging(ctx context.Context) error {
 	}
 	recorded := func(id string) (string, bool, error) {
 		var taskID string
-		err := s.read.QueryRowContext(ctx, `SELECT task_id FROM artifacts WHERE id = ?`, id).Scan(&taskID)
+		err := s.reader(ctx).scanOne(`SELECT task_id FROM artifacts WHERE id = ?`, []any{id}, &taskID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", false, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,5 +241,59 @@ func TestWorkspaceRefusesToFollowLinks(t *testing.T) {
 		if f.Path == "dir-link/secret" {
 			t.Errorf("list followed a link: %+v", list)
 		}
+	}
+}
+
+func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	const n = 200
+	errs := make([]error, n)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = uuid.NewString()
+			task := &protocol.Task{TaskID: ids[i], AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
+			var planned []protocol.Step
+			if i%10 == 0 {
+				// Two planned steps with one id: the second insert fails
+				// after the task's row was written.
+				dup := uuid.NewString()
+				for range 2 {
+					planned = append(planned, protocol.Step{TaskID: ids[i], StepID: dup, Status: protocol.StatusCreated,
+						AdditionalInput: []byte("{}"), CreatedAt: time.Now()})
+				}
+			}
+			errs[i] = s.CreateTask(ctx, task, planned, nil)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		_, err := s.GetTask(ctx, ids[i])
+		if i%10 == 0 {
+			if errs[i] == nil || protocol.ErrorCode(err) != protocol.ENOTFOUND {
+				t.Errorf("write %d should have failed alone: create %v, then get %v", i, errs[i], err)
+			}
+			continue
+		}
+		if errs[i] != nil || err != nil {
+			t.Errorf("write %d: create %v, get %v", i, errs[i], err)
+		}
+	}
+	_, total, err := s.ListTasks(ctx, protocol.Page{Number: 1, Size: 10})
+	if err != nil || total != n-n/10 {
+		t.Errorf("%d tasks recorded (%v), want %d", total, err, n-n/10)
+	}
+}
+
+func TestWritesAfterCloseFail(t *testing.T) {
+	s := mustOpen(t, "")
+	s.Close()
+	err := s.CreateTask(context.Background(), &protocol.Task{TaskID: uuid.NewString(), AdditionalInput: []byte("{}")}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("write after close: %v", err)
 	}
 }

@@ -18,19 +18,19 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
+	err = s.inTx(ctx, func(w db) error {
+		_, err := w.exec(
 			`INSERT INTO tasks (id, input, additional_input, logs, created_at, plugin_ms) VALUES (?, ?, ?, ?, ?, ?)`,
 			t.TaskID, t.Input, string(t.AdditionalInput), logs, millis(t.CreatedAt), t.PluginTime.Milliseconds())
 		if err != nil {
 			return err
 		}
 		for i := range planned {
-			if err := insertStep(ctx, tx, &planned[i]); err != nil {
+			if err := insertStep(w, &planned[i]); err != nil {
 				return err
 			}
 		}
-		return insertArtifacts(ctx, tx, artifacts)
+		return insertArtifacts(w, artifacts)
 	})
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)
@@ -41,7 +41,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 
 // GetTask returns a task with its artifacts, or protocol.ENOTFOUND.
 func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, error) {
-	rows, err := s.read.QueryContext(ctx, `
+	rows, err := s.reader(ctx).query(`
 		SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
 		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
 		WHERE t.id = ?
@@ -62,27 +62,26 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, err
 // ListTasks returns a page of tasks in creation order, with their
 // artifacts, and the total number of tasks.
 func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task, int, error) {
-	tx, err := s.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
-	}
-	defer tx.Rollback()
+	tasks := []protocol.Task{}
 	var total int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks`).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
-	}
-	if p.Offset() >= total {
-		return []protocol.Task{}, total, nil
-	}
-	rows, err := tx.QueryContext(ctx, `
-		WITH page AS (SELECT * FROM tasks ORDER BY seq LIMIT ? OFFSET ?)
-		SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
-		FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
-		ORDER BY t.seq, a.seq`, p.Size, p.Offset())
-	if err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
-	}
-	tasks, err := scanTasks(rows)
+	err := s.readTx(ctx, func(r db) error {
+		if err := r.scanOne(`SELECT COUNT(*) FROM tasks`, nil, &total); err != nil {
+			return err
+		}
+		if p.Offset() >= total {
+			return nil
+		}
+		rows, err := r.query(`
+			WITH page AS (SELECT * FROM tasks ORDER BY seq LIMIT ? OFFSET ?)
+			SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
+			FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
+			ORDER BY t.seq, a.seq`, p.Size, p.Offset())
+		if err != nil {
+			return err
+		}
+		tasks, err = scanTasks(rows)
+		return err
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
@@ -92,7 +91,7 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 // TaskLogs returns what the task handler logged when the task was created.
 func (s *Store) TaskLogs(ctx context.Context, taskID string) ([]protocol.LogRecord, error) {
 	var logs sql.NullString
-	err := s.read.QueryRowContext(ctx, `SELECT logs FROM tasks WHERE id = ?`, taskID).Scan(&logs)
+	err := s.reader(ctx).scanOne(`SELECT logs FROM tasks WHERE id = ?`, []any{taskID}, &logs)
 	if err == sql.ErrNoRows {
 		return nil, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
 	} else if err != nil {

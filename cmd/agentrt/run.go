@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // for -debug-addr
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -43,6 +44,7 @@ type runConfig struct {
 	maxInstancesTotal int // across plugins
 	maxQueue          int
 	queueWait         time.Duration
+	debugAddr         string
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -107,6 +109,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
 	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
+	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
 
 	var positional []string
@@ -180,6 +183,15 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cfg.debugAddr != "" {
+		dln, err := net.Listen("tcp", cfg.debugAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.debugAddr, unwrapSyscall(err))
+		}
+		defer dln.Close()
+		go http.Serve(dln, http.DefaultServeMux) // net/http/pprof registers there
+		log.Info("serving the profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
 	log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+protocol.Prefix, "data", cfg.dataDir)
 
