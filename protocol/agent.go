@@ -297,6 +297,9 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if runErr == nil {
 		runErr = applyStepResult(step, &res)
 	}
+	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT {
+		return nil, runErr // not the plugin's doing (busy, say): nothing ran, nothing to record
+	}
 	step.Status = StatusCompleted
 	step.Logs = call.logs
 	if runErr != nil {

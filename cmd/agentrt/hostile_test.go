@@ -260,3 +260,57 @@ func TestClocksAndRandomAreReal(t *testing.T) {
 		t.Errorf("two instances drew the same random bytes: %q", a)
 	}
 }
+
+func TestExcessCallsWaitInABoundedQueueThenGet503(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"), func(c *runConfig) {
+		c.callTimeout = 3 * time.Second
+		c.maxInstances, c.maxQueue, c.queueWait = 1, 1, 300*time.Millisecond
+	})
+	busy := ts.createTask(`{}`)
+	other := ts.createTask(`{}`)
+	third := ts.createTask(`{}`)
+	done := make(chan *response)
+	go func() { done <- ts.do("POST", "/ap/v1/agent/tasks/"+busy.TaskID+"/steps", "", `{"input":"loop"}`) }()
+	time.Sleep(500 * time.Millisecond) // the loop holds the only instance
+
+	// One call may wait; it gives up after the queue wait.
+	waiting := make(chan *response)
+	go func() { waiting <- ts.do("POST", "/ap/v1/agent/tasks/"+other.TaskID+"/steps", "", `{"input":"hi"}`) }()
+	time.Sleep(50 * time.Millisecond)
+	// The queue is full: a further call is refused at once.
+	full := ts.do("POST", "/ap/v1/agent/tasks/"+third.TaskID+"/steps", "", `{"input":"hi"}`)
+	full.wantError(t, 503, "the agent is busy")
+	if full.header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After = %q", full.header.Get("Retry-After"))
+	}
+	res := <-waiting
+	res.wantError(t, 503, "the agent is busy")
+	(<-done).wantError(t, 504, "time limit")
+
+	// Refused calls recorded no step; once the instance is free, calls run.
+	var steps struct{ Steps []any }
+	ts.do("GET", "/ap/v1/agent/tasks/"+other.TaskID+"/steps", "", "").want(t, 200).decode(t, &steps)
+	if len(steps.Steps) != 0 {
+		t.Errorf("a refused call left steps: %v", steps.Steps)
+	}
+	ts.step(other.TaskID, `{"input":"hi"}`)
+}
+
+func TestATaskThatUsedUpItsTimeBudgetIsRefused(t *testing.T) {
+	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"), func(c *runConfig) {
+		c.callTimeout = 10 * time.Second
+		c.limits.MaxTaskTime = time.Second
+	})
+	task := ts.createTask(`{}`)
+	ts.step(task.TaskID, `{"input":"quick"}`)
+	res := ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"loop"}`)
+	failedStep(t, ts, task.TaskID, res, 504, "the task used up its plugin time budget of 1s")
+	ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"quick"}`).
+		wantError(t, 429, "has used up its plugin time budget of 1s")
+	// The budget is per task and survives nothing: other tasks run.
+	ts.step(ts.createTask(`{}`).TaskID, `{"input":"quick"}`)
+	ts.stop()
+	ts = startServer(t, ts.cfg)
+	ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"quick"}`).
+		wantError(t, 429, "plugin time budget")
+}
