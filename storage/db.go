@@ -95,8 +95,8 @@ func (s *Store) readTx(ctx context.Context, fn func(db) error) error {
 }
 
 // Group commit. Every write goes through one goroutine, which runs the
-// writes waiting for it in one transaction, each in its own savepoint so
-// that one failing leaves the others, and commits them with one fsync.
+// writes waiting for it in one transaction and commits them with one fsync
+// (a failing write is retried alone, so that it fails alone).
 // Each write returns when its transaction is durable; under load many
 // writes share a sync instead of queueing for one each.
 
@@ -153,49 +153,40 @@ func (s *Store) writeLoop() {
 	}
 }
 
-// commit runs a batch of writes in one transaction.
+// commit runs a batch of writes in one transaction. Writes rarely fail, so
+// the batch runs without savepoints; if one write fails, the transaction is
+// rolled back and each write of the batch runs again in a transaction of
+// its own, so that the failure stays its own.
 func (s *Store) commit(batch []*writeReq) {
-	ctx := context.Background()
-	results := make([]error, len(batch))
-	fail := func(err error) {
-		for _, req := range batch {
-			req.done <- err
+	if len(batch) > 1 {
+		if err := s.runTx(batch); err == nil {
+			for _, req := range batch {
+				req.done <- nil
+			}
+			return
 		}
 	}
+	for _, req := range batch {
+		req.done <- s.runTx([]*writeReq{req})
+	}
+}
+
+// runTx runs writes in one transaction and commits it, or rolls it back
+// at the first error.
+func (s *Store) runTx(writes []*writeReq) error {
+	ctx := context.Background()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		fail(err)
-		return
+		return err
 	}
 	w := db{ctx: ctx, s: s, pool: s.write, tx: tx}
-	for i, req := range batch {
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+	for _, req := range writes {
+		if err := req.fn(w); err != nil {
 			tx.Rollback()
-			fail(err)
-			return
-		}
-		if results[i] = req.fn(w); results[i] != nil {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
-				// SQLite rolled the whole transaction back (a full disk
-				// does): nothing of the batch is written.
-				tx.Rollback()
-				fail(results[i])
-				return
-			}
-		}
-		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
-			tx.Rollback()
-			fail(err)
-			return
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		fail(err)
-		return
-	}
-	for i, req := range batch {
-		req.done <- results[i]
-	}
+	return tx.Commit()
 }
 
 // stopWriter stops the writer goroutine after the write in progress; later
