@@ -148,6 +148,11 @@ func runHostileSuite(t *testing.T, plugin, benign string, attacks []attack, opts
 	if heapAfter > heapBefore+16<<20 {
 		t.Errorf("heap grew from %d to %d bytes: attacks leaked memory", heapBefore, heapAfter)
 	}
+	// Plugin memory is mapped outside the Go heap: the process's resident
+	// memory must come back too (the attacks used 64 MiB at a time).
+	if rssAfter > rssBefore+32<<20 {
+		t.Errorf("resident memory grew from %d to %d bytes: attacks' memory was not returned", rssBefore, rssAfter)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > goroutinesBefore+2 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -3,7 +3,7 @@
 ;; {"output":"ok"}, so that other tasks can be served alongside an attack.
 ;;
 ;;   !u unreachable           !s unbounded recursion (stack overflow)
-;;   !g grow memory to the limit, then trap
+;;   !g grow memory to the limit, touching all of it, then trap
 ;;   !l loop forever          !o store far out of bounds
 ;;   !d divide by zero        !x proc_exit(7)
 ;;
@@ -36,7 +36,7 @@
     (i32.add (call $recurse (i32.add (local.get $n) (i32.const 1))) (i32.const 1)))
 
   (func (export "agentrt_on_step") (result i32)
-    (local $m i32)
+    (local $m i32) (local $p i32)
     (local.set $m (call $marker))
     (if (i32.eq (local.get $m) (i32.const 117)) (then unreachable))              ;; u
     (if (i32.eq (local.get $m) (i32.const 115))                                   ;; s
@@ -45,9 +45,16 @@
       (then
         (block $full
           (loop $grow
-            (br_if $full (i32.eq (memory.grow (i32.const 16)) (i32.const -1)))
-            ;; touch the new pages
-            (i32.store (i32.sub (i32.mul (memory.size) (i32.const 65536)) (i32.const 4)) (i32.const 1))
+            (local.set $p (memory.grow (i32.const 16)))
+            (br_if $full (i32.eq (local.get $p) (i32.const -1)))
+            ;; touch every 4 KiB of the new pages, so that they really take memory
+            (local.set $p (i32.mul (local.get $p) (i32.const 65536)))
+            (block $touched
+              (loop $touch
+                (br_if $touched (i32.ge_u (local.get $p) (i32.mul (memory.size) (i32.const 65536))))
+                (i32.store (local.get $p) (i32.const 1))
+                (local.set $p (i32.add (local.get $p) (i32.const 4096)))
+                (br $touch)))
             (br $grow)))
         unreachable))
     (if (i32.eq (local.get $m) (i32.const 108))                                   ;; l
