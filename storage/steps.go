@@ -143,14 +143,8 @@ func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) (
 
 // StepLogs returns what the plugin logged while running a step.
 func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol.LogRecord, error) {
-	var logs sql.NullString
-	err := s.reader(ctx).scanOne(`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, []any{stepID, taskID}, &logs)
-	if err == sql.ErrNoRows {
-		return nil, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID)
-	} else if err != nil {
-		return nil, fmt.Errorf("step logs: %w", err)
-	}
-	return decodeLogs(logs)
+	return s.readLogs(ctx, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID),
+		`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID)
 }
 
 // addPluginTime adds to the time a task's handler calls have used.

@@ -90,14 +90,8 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 
 // TaskLogs returns what the task handler logged when the task was created.
 func (s *Store) TaskLogs(ctx context.Context, taskID string) ([]protocol.LogRecord, error) {
-	var logs sql.NullString
-	err := s.reader(ctx).scanOne(`SELECT logs FROM tasks WHERE id = ?`, []any{taskID}, &logs)
-	if err == sql.ErrNoRows {
-		return nil, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
-	} else if err != nil {
-		return nil, fmt.Errorf("task logs: %w", err)
-	}
-	return decodeLogs(logs)
+	return s.readLogs(ctx, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID),
+		`SELECT logs FROM tasks WHERE id = ?`, taskID)
 }
 
 // scanTasks reads rows of a task joined with its artifacts (one row per
@@ -152,6 +146,18 @@ func encodeLogs(logs []protocol.LogRecord) (any, error) {
 		return nil, fmt.Errorf("encode logs: %w", err)
 	}
 	return string(b), nil
+}
+
+// readLogs reads a logs column, or returns notFound when there is no row.
+func (s *Store) readLogs(ctx context.Context, notFound error, query string, args ...any) ([]protocol.LogRecord, error) {
+	var logs sql.NullString
+	err := s.reader(ctx).scanOne(query, args, &logs)
+	if err == sql.ErrNoRows {
+		return nil, notFound
+	} else if err != nil {
+		return nil, fmt.Errorf("read logs: %w", err)
+	}
+	return decodeLogs(logs)
 }
 
 func decodeLogs(s sql.NullString) ([]protocol.LogRecord, error) {

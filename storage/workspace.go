@@ -145,14 +145,24 @@ func (s *Store) StatFile(taskID, name string) (protocol.FileInfo, error) {
 		return protocol.FileInfo{}, workspaceError(name, err)
 	}
 	defer root.Close()
-	fi, err := root.Lstat(filesDir + "/" + name)
+	fi, err := regularFile(root, name)
 	if err != nil {
-		return protocol.FileInfo{}, workspaceError(name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return protocol.FileInfo{}, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+		return protocol.FileInfo{}, err
 	}
 	return protocol.FileInfo{Path: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// regularFile describes the workspace file name, refusing anything that is
+// not a regular file (a directory, or a link planted in the workspace).
+func regularFile(root *os.Root, name string) (fs.FileInfo, error) {
+	fi, err := root.Lstat(filesDir + "/" + name)
+	if err != nil {
+		return nil, workspaceError(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	}
+	return fi, nil
 }
 
 // RemoveFile removes a workspace file, and the directories it leaves empty.
@@ -162,12 +172,8 @@ func (s *Store) RemoveFile(taskID, name string) error {
 		return workspaceError(name, err)
 	}
 	defer root.Close()
-	fi, err := root.Lstat(filesDir + "/" + name)
-	if err != nil {
-		return workspaceError(name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+	if _, err := regularFile(root, name); err != nil {
+		return err
 	}
 	if err := root.Remove(filesDir + "/" + name); err != nil {
 		return workspaceError(name, err)
@@ -249,12 +255,9 @@ func (s *Store) StageArtifactFromFile(taskID, name, artifactID string) (protocol
 		return nil, workspaceError(name, err)
 	}
 	defer root.Close()
-	fi, err := root.Lstat(filesDir + "/" + name)
+	fi, err := regularFile(root, name)
 	if err != nil {
-		return nil, workspaceError(name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+		return nil, err
 	}
 	tmp := tmpDir + "/" + artifactID
 	if err := root.Link(filesDir+"/"+name, tmp); err != nil {
