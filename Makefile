@@ -73,8 +73,11 @@ test-go: plugins
 	@# whose shadow memory would hide it.
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -count=1 -run 'TestHostile(Wasm|Go)Plugin' ./cmd/agentrt
 
-conformance: build/agentrt $(PLUGIN_DIR)/washington-go.wasm | toolchains
-	scripts/conformance.sh build/agentrt $(PLUGIN_DIR)/washington-go.wasm $(SHARED)/conformance/agent_protocol_v1.offline.json
+# The official suite against the washington example in every language.
+conformance: build/agentrt $(filter $(PLUGIN_DIR)/washington-%,$(PLUGINS)) | toolchains
+	for p in $(filter $(PLUGIN_DIR)/washington-%,$(PLUGINS)); do \
+		scripts/conformance.sh build/agentrt $$p $(SHARED)/conformance/agent_protocol_v1.offline.json || exit 1; \
+	done
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: needs formatting:"; echo "$$out"; exit 1; fi
