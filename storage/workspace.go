@@ -96,13 +96,7 @@ func (s *Store) WriteFile(taskID, name string, data []byte) error {
 	if err != nil {
 		return workspaceError(name, err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeClose(f, data)
 	if err == nil {
 		err = swapIn(root, tmp, name)
 	}
@@ -401,20 +395,26 @@ func (s *Store) recoverPlacement(artifactID string, recorded bool) error {
 	return nil
 }
 
+// writeSynced creates or replaces a file outside any workspace, durably.
 func writeSynced(name string, data []byte) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	if err := writeClose(f, data); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+// writeClose writes data to f, syncs and closes it.
+func writeClose(f *os.File, data []byte) error {
+	_, err := f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(name))
 	}
 	return err
 }
