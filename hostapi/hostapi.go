@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -241,6 +242,18 @@ func (f *functions) workspaceRead(c *call, mod api.Module, stack []uint64) int32
 	p, errno := c.path(mod, arg(stack, 0), arg(stack, 1))
 	if errno != 0 {
 		return errno
+	}
+	// Size first: a file that does not fit the buffer is not read, so
+	// that asking for a big file's size costs no host memory.
+	fi, err := c.host.WorkspaceStat(p)
+	if err != nil {
+		return c.failErr(err)
+	}
+	if fi.Size > int64(arg(stack, 3)) {
+		if fi.Size > math.MaxInt32 {
+			return c.fail(abi.ErrLimit, "the file is larger than 2 GiB")
+		}
+		return int32(fi.Size)
 	}
 	data, err := c.host.WorkspaceRead(p)
 	if err != nil {

@@ -75,10 +75,11 @@ type Plugin interface {
 	// (abi.HandlerTask, abi.HandlerStep, abi.HandlerArtifact).
 	HasHandler(handler string) bool
 	// Run runs the handler in a fresh instance whose host functions act on
-	// call, and returns the handler's return code. An error means the
-	// plugin failed (trap, timeout, exit, limit) and is a *Error naming the
-	// cause.
-	Run(ctx context.Context, handler string, call *Call) (int32, error)
+	// call, and returns the handler's return code and how long the plugin
+	// ran. An error is a *Error: EPLUGIN or ETIMEOUT when the plugin failed
+	// (trap, timeout, exit, limit), naming the cause; EUNAVAILABLE when it
+	// could not run.
+	Run(ctx context.Context, handler string, call *Call) (int32, time.Duration, error)
 }
 
 // Limits bound what one plugin call may produce.
@@ -300,6 +301,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT {
 		return nil, runErr // not the plugin's doing (busy, say): nothing ran, nothing to record
 	}
+	call.flushOutput()
 	step.Status = StatusCompleted
 	step.Logs = call.logs
 	if runErr != nil {
@@ -467,7 +469,8 @@ func (u *Upload) Write(p []byte) (int, error) {
 // at relativePath/fileName. Names are cleaned or refused (EBADPATH); the
 // workspace quota applies (ETOOLARGE). If the plugin has an artifact
 // handler, it runs first and may reject the upload (EREJECTED) or fail
-// (EPLUGIN); either way nothing is kept.
+// (EPLUGIN); either way no artifact is kept (files the handler wrote to
+// the workspace stay, as a failed step's do).
 func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Artifact, error) {
 	a := u.agent
 	name, err := CleanFileName(fileName)
@@ -504,19 +507,23 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	record := []Artifact{*art}
 	var logs []LogRecord
 	var used time.Duration
+	var created *Call
 	if a.plugin.HasHandler(abi.HandlerArtifact) {
-		created, elapsed, err := a.runArtifactHandler(ctx, art)
+		var elapsed time.Duration
+		created, elapsed, err = a.runArtifactHandler(ctx, art)
 		if err != nil {
 			placed.Rollback()
 			return nil, err
 		}
 		record, logs, used = append(record, created.artifacts...), created.logs, elapsed
-		defer created.discard()
-		defer created.recorded()
+		defer created.discard() // a no-op once recorded
 	}
 	if err := a.store.AddArtifacts(ctx, u.taskID, record, logs, used); err != nil {
 		placed.Rollback()
 		return nil, err
+	}
+	if created != nil {
+		created.recorded()
 	}
 	placed.Commit()
 	u.done = true
@@ -539,6 +546,13 @@ func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, t
 	var res abi.ArtifactResult
 	if err == nil {
 		err = call.decodeResult(code, &res, &res.Error)
+	}
+	if err != nil || res.Reject != "" {
+		// The upload is not kept, but the time the plugin took counts
+		// against the task's budget all the same.
+		if serr := a.store.AddArtifacts(ctx, art.TaskID, nil, nil, elapsed); serr != nil {
+			a.log.Warn("recording plugin time", "task_id", art.TaskID, "err", serr)
+		}
 	}
 	switch {
 	case err != nil:
@@ -570,9 +584,7 @@ func (a *Agent) run(ctx context.Context, t *Task, handler string, call *Call) (i
 		ctx, cancel = context.WithTimeout(ctx, remaining)
 		defer cancel()
 	}
-	start := time.Now()
-	code, err := a.plugin.Run(ctx, handler, call)
-	elapsed := time.Since(start)
+	code, elapsed, err := a.plugin.Run(ctx, handler, call)
 	if ErrorCode(err) == ETIMEOUT && a.limits.MaxTaskTime > 0 && elapsed >= remaining {
 		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", a.limits.MaxTaskTime)
 	}

@@ -306,8 +306,7 @@ func (c *Call) workspaceUsage() (*workspaceUsage, error) {
 // decodeResult reads the handler's result into v after the handler
 // returned code. A failing handler's message is read into *errMsg.
 func (c *Call) decodeResult(code int32, v any, errMsg *string) error {
-	c.stdout.flush()
-	c.stderr.flush()
+	c.flushOutput()
 	if c.resultErr != nil {
 		return Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
 	}
@@ -327,6 +326,12 @@ func (c *Call) decodeResult(code int32, v any, errMsg *string) error {
 		return Errorf(EPLUGIN, "it returned code %d", code)
 	}
 	return nil
+}
+
+// flushOutput logs what the plugin printed without a final newline.
+func (c *Call) flushOutput() {
+	c.stdout.flush()
+	c.stderr.flush()
 }
 
 // recorded marks the call's artifacts as recorded: discard keeps them.

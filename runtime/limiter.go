@@ -47,7 +47,9 @@ func (l *Limiter) acquire(ctx context.Context) (func(), error) {
 	case <-timer.C:
 		return nil, l.busy()
 	case <-ctx.Done():
-		return nil, protocol.Errorf(protocol.EABORTED, "the call was cancelled while waiting for a plugin instance")
+		// The client went away, or the task's time budget ran out while
+		// waiting: either way, nothing ran.
+		return nil, l.busy()
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -72,6 +73,16 @@ type Plugin struct {
 	compiled wazero.CompiledModule
 	exports  map[string]bool
 	modCfg   wazero.ModuleConfig
+
+	// Calls in flight. Close stops them (closing, which cancels their
+	// contexts) and waits for them before it frees the runtime: an
+	// instance's memory is unmapped with it, under guest code still
+	// running otherwise.
+	mu       sync.RWMutex
+	closed   bool
+	closing  context.Context
+	stop     context.CancelFunc
+	inFlight sync.WaitGroup
 }
 
 // Load reads, compiles and validates the plugin at path, and instantiates it
@@ -103,6 +114,7 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 		rc = rc.WithCompilationCache(cache)
 	}
 	p := &Plugin{path: path, cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc)}
+	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.load(ctx, code); err != nil {
 		p.runtime.Close(ctx)
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
@@ -233,22 +245,38 @@ func (p *Plugin) HasExport(name string) bool { return p.exports[name] }
 
 // Call runs the exported function name in a fresh instance, with the
 // plugin's standard output and error going to stdout and stderr, and
-// returns its i32 result. ctx carries what host functions need (see
+// returns its i32 result and how long the plugin ran (waiting for an
+// instance slot, see Config.Limiters, is not counted, and not limited by
+// the call timeout). ctx carries what host functions need (see
 // hostapi.WithHost). A failure is a *protocol.Error: ETIMEOUT past the call
-// timeout, EPLUGIN for a trap, an exit or a host-imposed stop.
-//
-// Waiting for an instance slot (see Config.Limiters) does not count against
-// the call's time limit.
-func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, error) {
+// timeout, EPLUGIN for a trap, an exit or a host-imposed stop, and
+// EUNAVAILABLE when no instance could be had or the plugin is closing.
+func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, time.Duration, error) {
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return 0, 0, shuttingDown()
+	}
+	p.inFlight.Add(1)
+	p.mu.RUnlock()
+	defer p.inFlight.Done()
+
 	for _, l := range p.cfg.Limiters {
 		release, err := l.acquire(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		defer release()
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
+	defer context.AfterFunc(p.closing, cancel)()
+	start := time.Now()
+	code, err := p.call(ctx, name, stdout, stderr)
+	return code, time.Since(start), err
+}
+
+func (p *Plugin) call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, error) {
 	mod, err := p.instantiate(ctx, stdout, stderr)
 	if err != nil {
 		return 0, err
@@ -263,12 +291,17 @@ func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer
 		failure := p.failure(ctx, err)
 		// A plugin out of memory usually traps soon after a failed
 		// memory.grow: say so when its memory is near the limit.
-		if mem := mod.Memory(); mem != nil && uint64(mem.Size()) >= uint64(p.cfg.MemoryLimitPages)*65536*9/10 {
+		if mem := mod.Memory(); mem != nil && failure.Code == protocol.EPLUGIN &&
+			uint64(mem.Size()) >= uint64(p.cfg.MemoryLimitPages)*65536*9/10 {
 			failure.Message += fmt.Sprintf(" (its memory had grown to %d MiB of its %d MiB limit)", mem.Size()>>20, p.cfg.MemoryLimitPages>>4)
 		}
 		return 0, failure
 	}
 	return int32(res[0]), nil
+}
+
+func shuttingDown() *protocol.Error {
+	return &protocol.Error{Code: protocol.EUNAVAILABLE, Message: "the server is shutting down; retry shortly", RetryAfter: 1}
 }
 
 // instantiate makes a fresh instance and runs its initialization.
@@ -300,6 +333,8 @@ func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
 		switch code := exit.ExitCode(); {
 		case code == sys.ExitCodeDeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
+		case code == sys.ExitCodeContextCanceled && p.closing.Err() != nil:
+			return shuttingDown() // nothing the plugin did: not its failure
 		case code == sys.ExitCodeContextCanceled:
 			return protocol.Errorf(protocol.EPLUGIN, "the plugin call was cancelled")
 		default:
@@ -312,7 +347,15 @@ func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
 }
 
 // Close releases the plugin's compiled code and runtime.
+//
+// Calls in flight are stopped (they fail with EUNAVAILABLE, which records
+// nothing) and waited for; calls after Close fail the same way.
 func (p *Plugin) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.stop()
+	p.inFlight.Wait()
 	return p.runtime.Close(ctx)
 }
 

@@ -236,8 +236,13 @@ func (s *Store) promoteAll(artifacts []protocol.Artifact) {
 
 func (s *Store) promote(taskID, artifactID string) error {
 	dir := s.taskDir(taskID)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil { // the new directory's entry
+			return err
+		}
 	}
 	if err := os.Rename(s.stagingPath(artifactID), filepath.Join(dir, artifactID)); err != nil {
 		return err

@@ -202,5 +202,7 @@ type writerState struct {
 	quit       chan struct{}
 	quitOnce   sync.Once
 	writerDone chan struct{}
-	stmts      sync.Map // stmtKey → *sql.Stmt
+	// writerStarted: Open may fail before the writer goroutine starts.
+	writerStarted bool
+	stmts         sync.Map // stmtKey → *sql.Stmt
 }

@@ -100,6 +100,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.write.PingContext(ctx); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
+	s.writerStarted = true
 	go s.writeLoop()
 	if err := s.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate database %s: %w", path, err)
@@ -128,7 +129,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.write != nil {
+	if s.writerStarted {
 		s.stopWriter()
 	}
 	s.stmts.Range(func(_, v any) bool {

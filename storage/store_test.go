@@ -297,3 +297,24 @@ func TestWritesAfterCloseFail(t *testing.T) {
 		t.Errorf("write after close: %v", err)
 	}
 }
+
+func TestACorruptDatabaseFailsOpenWithAnError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agentrt.db"), []byte(strings.Repeat("not a database ", 1000)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(context.Background(), dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a corrupt database opened")
+		}
+		t.Logf("open: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Open hung on a corrupt database")
+	}
+}

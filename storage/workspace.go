@@ -40,9 +40,18 @@ func (s *Store) workspaceDir(taskID string) string {
 func (s *Store) openWorkspace(taskID string, create bool) (*os.Root, error) {
 	dir := s.workspaceDir(taskID)
 	if create {
-		for _, sub := range []string{filesDir, tmpDir} {
-			if err := os.MkdirAll(filepath.Join(dir, sub), 0o750); err != nil {
-				return nil, storageError("create workspace", err)
+		if _, err := os.Stat(filepath.Join(dir, tmpDir)); err != nil {
+			for _, sub := range []string{filesDir, tmpDir} {
+				if err := os.MkdirAll(filepath.Join(dir, sub), 0o750); err != nil {
+					return nil, storageError("create workspace", err)
+				}
+			}
+			// The new directories' entries must be durable before any
+			// file in them is acknowledged.
+			for _, d := range []string{dir, filepath.Dir(dir)} {
+				if err := syncDir(d); err != nil {
+					return nil, storageError("create workspace", err)
+				}
 			}
 		}
 	}
@@ -111,7 +120,7 @@ func (s *Store) WriteFile(taskID, name string, data []byte) error {
 // directories, and syncs the directory.
 func swapIn(root *os.Root, tmp, name string) error {
 	dst := filesDir + "/" + name
-	if err := root.MkdirAll(path.Dir(dst), 0o750); err != nil {
+	if err := mkdirAllSynced(root, path.Dir(dst)); err != nil {
 		return err
 	}
 	if fi, err := root.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
@@ -121,6 +130,28 @@ func swapIn(root *os.Root, tmp, name string) error {
 		return err
 	}
 	return syncRootDir(root, path.Dir(dst))
+}
+
+// mkdirAllSynced makes dir and its missing parents in root, and syncs the
+// parent of each directory it makes, so that a file acknowledged in it is
+// not lost with its directory's entry.
+func mkdirAllSynced(root *os.Root, dir string) error {
+	var made []string
+	for d := dir; d != "." && d != filesDir; d = path.Dir(d) {
+		if _, err := root.Lstat(d); err == nil {
+			break
+		}
+		made = append(made, d)
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := root.Mkdir(made[i], 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if err := syncRootDir(root, path.Dir(made[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func syncRootDir(root *os.Root, dir string) error {

@@ -79,7 +79,7 @@ func load(b *testing.B, path string, closeOnDone bool) *runtime.Plugin {
 
 func call(b *testing.B, p *runtime.Plugin) {
 	ctx := hostapi.WithHost(context.Background(), &host{input: stepInput})
-	if code, err := p.Call(ctx, abi.StepExport, io.Discard, io.Discard); err != nil || code != 0 {
+	if code, _, err := p.Call(ctx, abi.StepExport, io.Discard, io.Discard); err != nil || code != 0 {
 		b.Fatalf("step: %d %v", code, err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -326,4 +327,37 @@ func TestATaskThatUsedUpItsTimeBudgetIsRefused(t *testing.T) {
 	ts = startServer(t, ts.cfg)
 	ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"quick"}`).
 		wantError(t, 429, "plugin time budget")
+}
+
+func TestClosingThePluginStopsCallsInFlightSafely(t *testing.T) {
+	ts := serve(t, watPlugin(t, "hostile"), func(c *runConfig) { c.callTimeout = 20 * time.Second })
+	const n = 6
+	results := make(chan *response, n)
+	var tasks []string
+	for range n {
+		task := ts.createTask(`{}`).TaskID
+		tasks = append(tasks, task)
+		go func() { results <- ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"!m"}`) }()
+	}
+	time.Sleep(500 * time.Millisecond) // the plugin scribbles on its memory
+	start := time.Now()
+	if err := ts.srv.plugin.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("closing took %v: calls in flight were not stopped", d)
+	}
+	for range n {
+		(<-results).wantError(t, 503, "shutting down")
+	}
+	// Nothing was recorded for the stopped calls, and calls after the
+	// close are refused the same way.
+	for _, task := range tasks {
+		var steps struct{ Steps []any }
+		ts.do("GET", "/ap/v1/agent/tasks/"+task+"/steps", "", "").want(t, 200).decode(t, &steps)
+		if len(steps.Steps) != 0 {
+			t.Errorf("a call stopped by the shutdown left a step: %v", steps.Steps)
+		}
+	}
+	ts.do("POST", "/ap/v1/agent/tasks/"+tasks[0]+"/steps", "", `{"input":"fine"}`).wantError(t, 503, "shutting down")
 }

@@ -279,7 +279,7 @@ func (a pluginAdapter) HasHandler(handler string) bool {
 	return a.p.HasExport(abi.ExportOf(handler))
 }
 
-func (a pluginAdapter) Run(ctx context.Context, handler string, call *protocol.Call) (int32, error) {
+func (a pluginAdapter) Run(ctx context.Context, handler string, call *protocol.Call) (int32, time.Duration, error) {
 	return a.p.Call(hostapi.WithHost(ctx, call), abi.ExportOf(handler), call.Stdout(), call.Stderr())
 }
 

@@ -6,6 +6,7 @@
 ;;   !g grow memory to the limit, touching all of it, then trap
 ;;   !l loop forever          !o store far out of bounds
 ;;   !d divide by zero        !x proc_exit(7)
+;;   !m loop forever writing memory
 ;;
 ;; Built by the tests with wat2wasm.
 (module
@@ -59,6 +60,11 @@
         unreachable))
     (if (i32.eq (local.get $m) (i32.const 108))                                   ;; l
       (then (loop $forever (br $forever))))
+    (if (i32.eq (local.get $m) (i32.const 109))                                   ;; m
+      (then (loop $scribble
+        (memory.fill (i32.const 4096) (local.get $p) (i32.const 60000))
+        (local.set $p (i32.add (local.get $p) (i32.const 1)))
+        (br $scribble))))
     (if (i32.eq (local.get $m) (i32.const 111))                                   ;; o
       (then (i32.store (i32.const 0x7ffffff0) (i32.const 1))))
     (if (i32.eq (local.get $m) (i32.const 100))                                   ;; d
