@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/google/uuid"
 )
 
 // version is agentrt's version.
@@ -35,6 +36,9 @@ Run "agentrt run --help" for the flags of run.
 `
 
 func main() {
+	// Ids come from a pool of crypto/rand bytes, refilled 16 at a time,
+	// rather than one getrandom system call each.
+	uuid.EnableRandPool()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
