@@ -292,11 +292,7 @@ func (f *functions) workspaceList(c *call, mod api.Module, stack []uint64) int32
 	for i, fi := range files {
 		infos[i] = fileInfo(fi)
 	}
-	b, err := json.Marshal(infos)
-	if err != nil {
-		return c.failErr(err)
-	}
-	return c.copyOut(mod, b, arg(stack, 2), arg(stack, 3))
+	return c.copyJSON(mod, infos, arg(stack, 2), arg(stack, 3))
 }
 
 // workspace_stat(path, path_len, buf, cap) -> len
@@ -309,11 +305,7 @@ func (f *functions) workspaceStat(c *call, mod api.Module, stack []uint64) int32
 	if err != nil {
 		return c.failErr(err)
 	}
-	b, err := json.Marshal(fileInfo(fi))
-	if err != nil {
-		return c.failErr(err)
-	}
-	return c.copyOut(mod, b, arg(stack, 2), arg(stack, 3))
+	return c.copyJSON(mod, fileInfo(fi), arg(stack, 2), arg(stack, 3))
 }
 
 // workspace_delete(path, path_len) -> 0
@@ -326,6 +318,15 @@ func (f *functions) workspaceDelete(c *call, mod api.Module, stack []uint64) int
 		return c.failErr(err)
 	}
 	return 0
+}
+
+// copyJSON is copyOut of v as JSON.
+func (c *call) copyJSON(mod api.Module, v any, buf, capacity uint32) int32 {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return c.failErr(err)
+	}
+	return c.copyOut(mod, b, buf, capacity)
 }
 
 func fileInfo(fi protocol.FileInfo) abi.FileInfo {

@@ -226,11 +226,7 @@ func (c *Call) WorkspaceRead(name string) ([]byte, error) {
 // WorkspaceWrite creates or replaces a file of the task's workspace, within
 // the workspace's quota.
 func (c *Call) WorkspaceWrite(name string, data []byte) error {
-	file, err := CleanFilePath(name)
-	if err != nil {
-		return err
-	}
-	u, err := c.workspaceUsage()
+	file, u, err := c.fileToChange(name)
 	if err != nil {
 		return err
 	}
@@ -261,11 +257,7 @@ func (c *Call) WorkspaceStat(name string) (FileInfo, error) {
 
 // WorkspaceDelete removes a file of the task's workspace.
 func (c *Call) WorkspaceDelete(name string) error {
-	file, err := CleanFilePath(name)
-	if err != nil {
-		return err
-	}
-	u, err := c.workspaceUsage()
+	file, u, err := c.fileToChange(name)
 	if err != nil {
 		return err
 	}
@@ -290,6 +282,17 @@ func (c *Call) WorkspaceList(prefix string) ([]FileInfo, error) {
 		return nil, Errorf(EBADPATH, "prefix is longer than %d bytes", MaxPathBytes)
 	}
 	return c.agent.store.ListFiles(c.task.TaskID, prefix)
+}
+
+// fileToChange cleans the path of a workspace file about to be written or
+// deleted and returns it with the workspace's usage, for the quota.
+func (c *Call) fileToChange(name string) (string, *workspaceUsage, error) {
+	file, err := CleanFilePath(name)
+	if err != nil {
+		return "", nil, err
+	}
+	u, err := c.workspaceUsage()
+	return file, u, err
 }
 
 func (c *Call) workspaceUsage() (*workspaceUsage, error) {
