@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
-	"github.com/google/uuid"
 )
 
 // Call is the state of one handler call: the input the plugin reads, the
@@ -160,7 +159,7 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
 	}
 	max := c.agent.limits.MaxArtifactBytes
-	id := uuid.NewString()
+	id := newID()
 	var blob Blob
 	if meta.WorkspacePath != "" {
 		file, err := CleanFilePath(meta.WorkspacePath)

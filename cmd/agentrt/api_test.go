@@ -42,8 +42,8 @@ func TestCreateTaskAcceptsOptionalAndPartialBodies(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 			v := res.json(t)
-			if _, err := uuid.Parse(v["task_id"].(string)); err != nil {
-				t.Errorf("task_id %v is not a UUID", v["task_id"])
+			if id, err := uuid.Parse(v["task_id"].(string)); err != nil || id.Version() != 7 {
+				t.Errorf("task_id %v is not a UUIDv7", v["task_id"])
 			}
 			if v["input"] != tc.wantInput {
 				t.Errorf("input = %#v, want %#v", v["input"], tc.wantInput)
