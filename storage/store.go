@@ -55,6 +55,11 @@ type Store struct {
 // brings the database schema up to date and finishes or removes artifact
 // bytes a killed process left staged.
 func Open(ctx context.Context, dir string) (*Store, error) {
+	return openWith(ctx, dir, migrations)
+}
+
+// openWith is Open with the migrations in schema (migrations/NNNN_*.sql).
+func openWith(ctx context.Context, dir string, schema fs.FS) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
 	}
@@ -68,16 +73,16 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, lock: lock, writerState: writerState{
-		writes: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}
-	if err := s.open(ctx); err != nil {
+	if err := s.open(ctx, schema); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Store) open(ctx context.Context) error {
+func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	path := filepath.Join(s.dir, "agentrt.db")
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
@@ -89,22 +94,21 @@ func (s *Store) open(ctx context.Context) error {
 	if s.write, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	// Writes come only from the writer goroutine, one transaction at a time.
-	// The second connection lets a statement be prepared while the first is
-	// inside that transaction (database/sql prepares on an idle connection,
-	// then again on the transaction's, once).
-	s.write.SetMaxOpenConns(2)
-	s.write.SetMaxIdleConns(2)
+	// Writes come only from the writer goroutine, on one connection.
+	s.write.SetMaxOpenConns(1)
+	s.write.SetMaxIdleConns(1)
 	s.write.SetConnMaxLifetime(0)
 	s.write.SetConnMaxIdleTime(0)
-	if err := s.write.PingContext(ctx); err != nil {
+	w, err := newWriter(ctx, s.write)
+	if err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	s.writerStarted = true
-	go s.writeLoop()
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, w, schema); err != nil {
+		w.close()
 		return fmt.Errorf("migrate database %s: %w", path, err)
 	}
+	s.writerStarted = true
+	go s.writeLoop(w)
 
 	q.Del("_journal_mode") // persistent, set by the writer
 	q.Set("_query_only", "1")
@@ -172,23 +176,31 @@ func lockDir(dir string) (*os.File, error) {
 
 // migrate applies, in order and each in its own transaction, the embedded
 // migrations the database has not seen. Migrations are append-only: a file,
-// once released, never changes.
-func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.write.ExecContext(ctx,
+// once released, never changes. They run as SQLite's procedure for
+// rebuilding a table asks: with foreign keys off, checked with
+// foreign_key_check before each commits.
+func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
+	if _, err := w.conn.ExecContext(ctx,
 		`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	names, err := fs.Glob(schema, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
 	var applied int
-	if err := s.write.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
+	if err := w.conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
 		return err
 	}
 	if applied > len(names) {
 		return fmt.Errorf("the database is at schema version %d, newer than this agentrt knows (%d); use a newer agentrt", applied, len(names))
+	}
+	if applied == len(names) {
+		return nil
+	}
+	if _, err := w.conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return err
 	}
 	for i, name := range names {
 		version := i + 1
@@ -198,22 +210,46 @@ func (s *Store) migrate(ctx context.Context) error {
 		if !strings.HasPrefix(filepath.Base(name), fmt.Sprintf("%04d_", version)) {
 			return fmt.Errorf("migration %s is out of sequence (want %04d_*)", name, version)
 		}
-		body, err := migrations.ReadFile(name)
+		body, err := fs.ReadFile(schema, name)
 		if err != nil {
 			return err
 		}
-		err = s.inTx(ctx, func(w db) error {
-			if _, err := w.tx.ExecContext(ctx, string(body)); err != nil { // several statements
+		err = w.transact(ctx, func() error {
+			if _, err := w.conn.ExecContext(ctx, string(body)); err != nil { // several statements
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			_, err := w.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, version, filepath.Base(name))
+			if err := checkForeignKeys(ctx, w.conn); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			_, err := w.conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, version, filepath.Base(name))
 			return err
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err = w.conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`)
+	return err
+}
+
+// checkForeignKeys fails if any row refers to a row that does not exist.
+func checkForeignKeys(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var table string
+		var rowid sql.NullInt64
+		var parent string
+		var fkid int
+		if err := rows.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return err
+		}
+		return fmt.Errorf("row %d of %s refers to a missing row of %s", rowid.Int64, table, parent)
+	}
+	return rows.Err()
 }
 
 // storageError turns a full disk into protocol.EINSUFFICIENT, keeps domain

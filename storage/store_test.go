@@ -82,7 +82,11 @@ func TestMigrationsRunOnceAndANewerSchemaIsRefused(t *testing.T) {
 	if _, err := s.GetTask(context.Background(), id); err != nil {
 		t.Fatalf("task after reopening: %v", err)
 	}
-	if _, err := s.write.Exec(`INSERT INTO schema_migrations (version, name) VALUES (99, 'future')`); err != nil {
+	err := s.inTx(context.Background(), func(w db) error {
+		_, err := w.exec(`INSERT INTO schema_migrations (version, name) VALUES (99, 'future')`)
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
