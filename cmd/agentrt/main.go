@@ -39,6 +39,7 @@ func main() {
 	// Ids come from a pool of crypto/rand bytes, refilled 16 at a time,
 	// rather than one getrandom system call each.
 	uuid.EnableRandPool()
+	tuneRuntime(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
