@@ -13,7 +13,8 @@
 //	workspaces/<task>/ a task's workspace files
 //
 // Staged bytes whose artifact row was never committed are removed when the
-// store opens; staged bytes whose row was committed are moved into place.
+// store opens; staged bytes whose row was committed are moved into place;
+// files left half-written in a workspace's .tmp/ are removed.
 // So a killed process leaves neither half-written artifacts nor rows without
 // bytes.
 package storage
@@ -124,7 +125,10 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	if err := s.read.PingContext(ctx); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	return s.recoverStaging(ctx)
+	if err := s.recoverStaging(ctx); err != nil {
+		return err
+	}
+	return s.sweepWorkspaceTemps()
 }
 
 // Close closes the database and releases the directory's lock.

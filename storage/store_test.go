@@ -187,6 +187,39 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 	}
 }
 
+func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	taskID := mustTask(t, s)
+	if err := s.WriteFile(taskID, "keep/a.txt", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	// As if the process died while writing a file and while making one.
+	tmp := filepath.Join(s.workspaceDir(taskID), tmpDir)
+	if err := os.WriteFile(filepath.Join(tmp, uuid.NewString()), []byte("half a fi"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, "odd", "dir"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	empty := mustTask(t, s) // a task whose workspace never had a .tmp
+	if err := os.MkdirAll(s.workspaceDir(empty), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = mustOpen(t, dir)
+	if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+		t.Errorf(".tmp holds %d entries after start-up (%v)", len(entries), err)
+	}
+	if b, err := s.ReadFile(taskID, "keep/a.txt", 100); err != nil || string(b) != "kept" {
+		t.Errorf("a workspace file after the sweep: %q, %v", b, err)
+	}
+	if err := s.WriteFile(taskID, "b.txt", []byte("new")); err != nil {
+		t.Errorf("a write after the sweep: %v", err)
+	}
+}
+
 func TestPlacementRollbackRestoresTheReplacedFile(t *testing.T) {
 	s := mustOpen(t, "")
 	taskID := mustTask(t, s)

@@ -265,6 +265,33 @@ func (s *Store) walkWorkspace(taskID string, fn func(name string, fi fs.FileInfo
 	return nil
 }
 
+// sweepWorkspaceTemps removes what a killed process left in the .tmp/ of
+// every workspace: files it was writing, and the replaced files of
+// placements whose journals recoverStaging has just settled. Nothing in
+// this process uses .tmp/ before the store is open. It costs one directory
+// read per workspace at start-up.
+func (s *Store) sweepWorkspaceTemps() error {
+	workspaces, err := os.ReadDir(filepath.Join(s.dir, "workspaces"))
+	if err != nil {
+		return fmt.Errorf("read workspaces: %w", err)
+	}
+	for _, w := range workspaces {
+		tmp := filepath.Join(s.dir, "workspaces", w.Name(), tmpDir)
+		entries, err := os.ReadDir(tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("sweep %s: %w", tmp, err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+				return fmt.Errorf("sweep %s: %w", tmp, err)
+			}
+		}
+	}
+	return nil
+}
+
 // RemoveWorkspace removes a task's whole workspace (used when the task's
 // creation failed).
 func (s *Store) RemoveWorkspace(taskID string) error {
