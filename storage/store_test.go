@@ -206,6 +206,17 @@ func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T
 	if err := os.MkdirAll(s.workspaceDir(empty), 0o750); err != nil {
 		t.Fatal(err)
 	}
+	odd := mustTask(t, s) // a workspace whose .tmp is a file
+	if err := os.MkdirAll(s.workspaceDir(odd), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.workspaceDir(odd), tmpDir), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Not a workspace at all.
+	if err := os.WriteFile(filepath.Join(dir, "workspaces", "README"), []byte("notes"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 
 	s = mustOpen(t, dir)
@@ -217,6 +228,38 @@ func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T
 	}
 	if err := s.WriteFile(taskID, "b.txt", []byte("new")); err != nil {
 		t.Errorf("a write after the sweep: %v", err)
+	}
+}
+
+func TestAPlacementThatCannotBeRolledBackStopsOpenAndLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	taskID := mustTask(t, s)
+	if err := s.WriteFile(taskID, "a.txt", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	a := mustStage(t, s, taskID, "new")
+	if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // killed before the artifact was recorded
+	// Something now stands where the old file must go back.
+	placed := filepath.Join(s.workspaceDir(taskID), filesDir, "a.txt")
+	if err := os.Remove(placed); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(placed, "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), dir); err == nil || !strings.Contains(err.Error(), `restore "a.txt"`) {
+		t.Fatalf("open with a placement that cannot be rolled back: %v", err)
+	}
+	if err := os.RemoveAll(placed); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir)
+	if b, err := s.ReadFile(taskID, "a.txt", 100); err != nil || string(b) != "old" {
+		t.Errorf("after the second open a.txt = %q (%v), want the old file back", b, err)
 	}
 }
 

@@ -267,26 +267,50 @@ func (s *Store) walkWorkspace(taskID string, fn func(name string, fi fs.FileInfo
 
 // sweepWorkspaceTemps removes what a killed process left in the .tmp/ of
 // every workspace: files it was writing, and the replaced files of
-// placements whose journals recoverStaging has just settled. Nothing in
-// this process uses .tmp/ before the store is open. It costs one directory
-// read per workspace at start-up.
+// placements that recoverStaging has just settled (a placement it could
+// not settle fails Open before this runs). Nothing in this process uses
+// .tmp/ before the store is open. It costs one directory read per
+// workspace at start-up; entries of workspaces/ that are not directories
+// are not workspaces and are left alone.
 func (s *Store) sweepWorkspaceTemps() error {
 	workspaces, err := os.ReadDir(filepath.Join(s.dir, "workspaces"))
 	if err != nil {
 		return fmt.Errorf("read workspaces: %w", err)
 	}
 	for _, w := range workspaces {
-		tmp := filepath.Join(s.dir, "workspaces", w.Name(), tmpDir)
-		entries, err := os.ReadDir(tmp)
-		if errors.Is(err, fs.ErrNotExist) {
+		if !w.IsDir() {
 			continue
-		} else if err != nil {
-			return fmt.Errorf("sweep %s: %w", tmp, err)
 		}
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
-				return fmt.Errorf("sweep %s: %w", tmp, err)
-			}
+		if err := sweepTemps(filepath.Join(s.dir, "workspaces", w.Name())); err != nil {
+			return fmt.Errorf("sweep %s: %w", filepath.Join("workspaces", w.Name(), tmpDir), err)
+		}
+	}
+	return nil
+}
+
+func sweepTemps(workspace string) error {
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(tmpDir); errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	dir, err := root.Open(tmpDir)
+	if err != nil {
+		return err
+	}
+	names, err := dir.Readdirnames(-1)
+	dir.Close()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := root.RemoveAll(tmpDir + "/" + name); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -404,22 +428,45 @@ func (p *placement) Commit() {
 	os.Remove(p.s.journalPath(p.artifactID))
 }
 
-// Rollback removes the placed file and restores what was there before.
+// Rollback removes the placed file and restores what was there before. If
+// that fails, the journal stays and the next Open tries again.
 func (p *placement) Rollback() {
 	p.s.rollbackPlacement(p.taskID, p.name, p.artifactID)
 }
 
-func (s *Store) rollbackPlacement(taskID, name, artifactID string) {
-	if root, err := s.openWorkspace(taskID, false); err == nil {
-		if _, err := root.Lstat(backupName(artifactID)); err == nil {
-			root.Rename(backupName(artifactID), filesDir+"/"+name)
-		} else if s.isPlaced(root, name, artifactID) {
-			root.Remove(filesDir + "/" + name)
-		}
-		root.Remove(tmpDir + "/" + artifactID)
-		root.Close()
+// rollbackPlacement undoes a placement and then removes its journal; on
+// any failure the journal stays, so the replaced file, kept in .tmp/, is
+// never lost.
+func (s *Store) rollbackPlacement(taskID, name, artifactID string) error {
+	root, err := s.openWorkspace(taskID, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return removeIfExists(s.journalPath(artifactID)) // nothing was placed
+	} else if err != nil {
+		return fmt.Errorf("roll back the upload at %q: %w", name, err)
 	}
-	os.Remove(s.journalPath(artifactID))
+	defer root.Close()
+	if _, err := root.Lstat(backupName(artifactID)); err == nil {
+		if err := root.Rename(backupName(artifactID), filesDir+"/"+name); err != nil {
+			return fmt.Errorf("restore %q: %w", name, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore %q: %w", name, err)
+	} else if s.isPlaced(root, name, artifactID) {
+		if err := root.Remove(filesDir + "/" + name); err != nil {
+			return fmt.Errorf("remove the upload at %q: %w", name, err)
+		}
+	}
+	if err := root.Remove(tmpDir + "/" + artifactID); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the upload at %q: %w", name, err)
+	}
+	return removeIfExists(s.journalPath(artifactID))
+}
+
+func removeIfExists(name string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // isPlaced reports whether the workspace file name is the staged upload
@@ -444,13 +491,12 @@ func (s *Store) recoverPlacement(artifactID string, recorded bool) error {
 	if err := json.Unmarshal(b, &j); err != nil || uuid.Validate(j.TaskID) != nil {
 		return os.Remove(s.journalPath(artifactID)) // torn write: nothing was placed yet
 	}
-	p := &placement{s: s, taskID: j.TaskID, name: j.Path, artifactID: artifactID}
 	if recorded {
-		p.Commit()
-	} else {
-		p.Rollback()
+		p := &placement{s: s, taskID: j.TaskID, name: j.Path, artifactID: artifactID}
+		p.Commit() // what Commit leaves in .tmp/, the sweep removes
+		return nil
 	}
-	return nil
+	return s.rollbackPlacement(j.TaskID, j.Path, artifactID)
 }
 
 // writeSynced creates or replaces a file outside any workspace, durably.
