@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"database/sql/driver"
+	"strings"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -146,6 +149,11 @@ func (s *Store) writeLoop(w *writer) {
 	defer w.close()
 	batch := make([]*writeReq, 0, maxBatch)
 	for {
+		select { // stopping comes before writes still queued
+		case <-s.quit:
+			return
+		default:
+		}
 		select {
 		case <-s.quit:
 			return
@@ -168,24 +176,28 @@ func (s *Store) writeLoop(w *writer) {
 // commit runs a batch of writes in one transaction. Writes rarely fail, so
 // the batch runs without savepoints; if one write fails, the transaction is
 // rolled back and each write of the batch runs again in a transaction of
-// its own, so that the failure stays its own.
+// its own, so that the failure stays its own. A transaction that could not
+// even begin (the database busy or its connection broken) is no write's
+// fault, and every write of the batch gets its error.
 func (s *Store) commit(w *writer, batch []*writeReq) {
 	if len(batch) > 1 {
-		if err := s.runTx(w, batch); err == nil {
+		began, err := s.runTx(w, batch)
+		if err == nil || !began {
 			for _, req := range batch {
-				req.done <- nil
+				req.done <- err
 			}
 			return
 		}
 	}
 	for _, req := range batch {
-		req.done <- s.runTx(w, []*writeReq{req})
+		_, err := s.runTx(w, []*writeReq{req})
+		req.done <- err
 	}
 }
 
 // runTx runs writes in one transaction and commits it, or rolls it back
 // at the first error.
-func (s *Store) runTx(w *writer, writes []*writeReq) error {
+func (s *Store) runTx(w *writer, writes []*writeReq) (began bool, err error) {
 	ctx := context.Background()
 	d := db{ctx: ctx, s: s, w: w}
 	return w.transact(ctx, func() error {
@@ -210,19 +222,44 @@ func (s *Store) stopWriter() {
 // COMMIT included, are prepared once: database/sql's Tx would parse both
 // again for every transaction.
 type writer struct {
-	conn  *sql.Conn
+	pool  *sql.DB
+	conn  *sql.Conn // nil after a failure broke it, until the next use
 	stmts map[string]*sql.Stmt
 }
 
+// txStatements are prepared as soon as a connection opens: ending a failed
+// transaction must not depend on preparing a statement.
+var txStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+
 func newWriter(ctx context.Context, pool *sql.DB) (*writer, error) {
-	conn, err := pool.Conn(ctx)
-	if err != nil {
+	w := &writer{pool: pool}
+	if err := w.connect(ctx); err != nil {
 		return nil, err
 	}
-	return &writer{conn: conn, stmts: map[string]*sql.Stmt{}}, nil
+	return w, nil
+}
+
+func (w *writer) connect(ctx context.Context) error {
+	conn, err := w.pool.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	w.conn, w.stmts = conn, map[string]*sql.Stmt{}
+	for _, q := range txStatements {
+		if _, err := w.stmt(ctx, q); err != nil {
+			w.discard()
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *writer) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if w.conn == nil {
+		if err := w.connect(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
@@ -244,28 +281,62 @@ func (w *writer) exec(ctx context.Context, query string) error {
 }
 
 // transact runs fn in a transaction and commits it; if fn or the commit
-// fails, the transaction is rolled back.
-func (w *writer) transact(ctx context.Context, fn func() error) error {
+// fails, the transaction is rolled back. began reports whether the
+// transaction started.
+func (w *writer) transact(ctx context.Context, fn func() error) (began bool, err error) {
 	if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+		w.rollback(ctx)
+		return false, err
 	}
-	err := fn()
+	err = fn()
 	if err == nil {
 		err = w.exec(ctx, "COMMIT")
 	}
 	if err != nil {
-		// After some failures (a full disk) SQLite has rolled back
-		// already, and this ROLLBACK fails harmlessly.
-		w.exec(ctx, "ROLLBACK")
+		w.rollback(ctx)
 	}
-	return err
+	return true, err
+}
+
+// rollback ends whatever transaction a failure left open (a COMMIT refused
+// by a constraint or a busy database leaves it open). After some failures,
+// a full disk say, SQLite has rolled back already and ROLLBACK finds no
+// transaction. If ROLLBACK fails otherwise, the connection cannot be
+// trusted to be outside a transaction: it is dropped, and the next
+// statement opens a new one.
+func (w *writer) rollback(ctx context.Context) {
+	if w.conn == nil {
+		return
+	}
+	err := w.exec(ctx, "ROLLBACK")
+	if err != nil && !strings.Contains(err.Error(), "no transaction is active") {
+		w.discard()
+	}
+}
+
+// discard closes the connection for good: database/sql closes a
+// connection that reports driver.ErrBadConn instead of reusing it.
+func (w *writer) discard() {
+	w.closeStmts()
+	w.conn.Raw(func(any) error { return driver.ErrBadConn })
+	w.conn.Close()
+	w.conn, w.stmts = nil, nil
 }
 
 func (w *writer) close() {
+	if w.conn != nil {
+		w.closeStmts()
+		w.conn.Close()
+	}
+}
+
+// closeStmts closes the statements prepared on the connection. They must
+// be closed before the connection: SQLite keeps a connection closed under
+// open statements, and its locks, alive until they are finalized.
+func (w *writer) closeStmts() {
 	for _, st := range w.stmts {
 		st.Close()
 	}
-	w.conn.Close()
 }
 
 // writerState is the group commit's part of a Store.

@@ -90,7 +90,6 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	q.Set("_foreign_keys", "1")
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
-	q.Set("_txlock", "immediate")
 	var err error
 	if s.write, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
@@ -218,7 +217,7 @@ func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 		if err != nil {
 			return err
 		}
-		err = w.transact(ctx, func() error {
+		_, err = w.transact(ctx, func() error {
 			if _, err := w.conn.ExecContext(ctx, string(body)); err != nil { // several statements
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -232,7 +231,12 @@ func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 			return err
 		}
 	}
-	_, err = w.conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`)
+	if _, err := w.conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`); err != nil {
+		return err
+	}
+	// A migration that rebuilt tables grew the WAL to their size; give
+	// that disk back now rather than at the next clean shutdown.
+	_, err = w.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	return err
 }
 

@@ -6,10 +6,12 @@ import (
 )
 
 // gcPercent is the garbage collector's target when GOGC is not set. The
-// live heap of a serving agentrt is a few MB (plugin memory and SQLite's
-// page cache live outside it), so at Go's default of 100 the collector
-// ran about 20 times a second under load; at 400 it runs a quarter as
-// often for some 20 MB more heap.
+// live heap of a serving agentrt is a few MB (plugins' linear memories are
+// mapped outside it, and SQLite's page cache too), so at Go's default of
+// 100 the collector ran about 20 times a second under load; at 400 it
+// runs a quarter as often, and the heap may grow to five times what is
+// live (some 20 MB more when idle). Where memory is tight, GOMEMLIMIT
+// bounds it.
 const gcPercent = 400
 
 // tuneRuntime sets the Go runtime up for serving; what the environment

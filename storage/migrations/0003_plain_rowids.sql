@@ -3,7 +3,8 @@
 -- longer reads and rewrites sqlite_sequence (a page in every commit).
 -- Each table is rebuilt as SQLite's ALTER TABLE documentation describes;
 -- the migration runner turns foreign keys off and checks them before the
--- commit.
+-- commit. The rebuild needs free disk about twice the size of the three
+-- tables (the copies and the WAL holding them) until it commits.
 
 CREATE TABLE tasks_new (
 	seq              INTEGER PRIMARY KEY,
@@ -35,7 +36,8 @@ CREATE TABLE steps_new (
 	created_at        INTEGER NOT NULL,
 	updated_at        INTEGER NOT NULL
 );
-INSERT INTO steps_new
+INSERT INTO steps_new (seq, id, task_id, name, status, input, additional_input, output,
+                       additional_output, is_last, planned, logs, created_at, updated_at)
 	SELECT seq, id, task_id, name, status, input, additional_input, output,
 	       additional_output, is_last, planned, logs, created_at, updated_at FROM steps;
 DROP TABLE steps;
@@ -54,7 +56,7 @@ CREATE TABLE artifacts_new (
 	size          INTEGER NOT NULL,
 	created_at    INTEGER NOT NULL
 );
-INSERT INTO artifacts_new
+INSERT INTO artifacts_new (seq, id, task_id, step_id, agent_created, file_name, relative_path, size, created_at)
 	SELECT seq, id, task_id, step_id, agent_created, file_name, relative_path, size, created_at FROM artifacts;
 DROP TABLE artifacts;
 ALTER TABLE artifacts_new RENAME TO artifacts;

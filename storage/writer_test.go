@@ -1,0 +1,148 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+	"github.com/google/uuid"
+)
+
+func mustWrite(t *testing.T, s *Store, query string) {
+	t.Helper()
+	err := s.inTx(context.Background(), func(w db) error {
+		_, err := w.exec(query)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func count(t *testing.T, s *Store, table string) int {
+	t.Helper()
+	var n int
+	if err := s.reader(context.Background()).scanOne(`SELECT COUNT(*) FROM `+table, nil, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestACommitRefusedByAConstraintIsRolledBackAndTheWriterGoesOn(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	mustWrite(t, s, `CREATE TABLE p (id INTEGER PRIMARY KEY)`)
+	mustWrite(t, s, `CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)`)
+	// The insert succeeds; the COMMIT is refused and leaves the
+	// transaction open, for the writer to roll back.
+	err := s.inTx(ctx, func(w db) error {
+		_, err := w.exec(`INSERT INTO c (pid) VALUES (42)`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Fatalf("a commit that breaks a deferred reference: %v", err)
+	}
+	mustTask(t, s) // would fail if the transaction were still open
+	if n := count(t, s, "c"); n != 0 {
+		t.Errorf("the refused row is there: %d rows", n)
+	}
+	if n := count(t, s, "tasks"); n != 1 {
+		t.Errorf("%d tasks after the refused commit, want 1", n)
+	}
+}
+
+func TestAWriterWhoseRollbackFailsStartsOverOnANewConnection(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	ctx := context.Background()
+	mustWrite(t, s, `CREATE TABLE refuse (x INTEGER NOT NULL)`)
+	broken := errors.New("failed on purpose")
+	err := s.inTx(ctx, func(d db) error {
+		if _, err := d.exec(`INSERT INTO schema_migrations (version, name) VALUES (100, 'half done')`); err != nil {
+			return err
+		}
+		// Make the ROLLBACK that follows fail while the transaction
+		// is open: the connection can no longer be trusted.
+		d.w.stmts["ROLLBACK"].Close()
+		st, err := d.w.conn.PrepareContext(ctx, `INSERT INTO refuse (x) VALUES (NULL)`)
+		if err != nil {
+			return err
+		}
+		d.w.stmts["ROLLBACK"] = st
+		return broken
+	})
+	if !errors.Is(err, broken) {
+		t.Fatalf("the write whose rollback failed: %v", err)
+	}
+	id := mustTask(t, s) // on a new connection, outside any transaction
+	if n := count(t, s, "schema_migrations WHERE version = 100"); n != 0 {
+		t.Errorf("the failed write was kept")
+	}
+	s.Close()
+	s = mustOpen(t, dir)
+	if _, err := s.GetTask(ctx, id); err != nil {
+		t.Errorf("the task written on the new connection: %v", err)
+	}
+}
+
+func TestWritesQueuedWhenTheStoreClosesFailInsteadOfHanging(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	ctx := context.Background()
+	// A write in progress holds the writer while others queue behind it.
+	running, release := make(chan struct{}), make(chan struct{})
+	first := uuid.NewString()
+	firstErr := make(chan error, 1)
+	go func() {
+		firstErr <- s.inTx(ctx, func(w db) error {
+			close(running)
+			<-release
+			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, first)
+			return err
+		})
+	}()
+	<-running
+	const n = 50
+	ids := make([]string, n)
+	errs := make(chan error, n)
+	for i := range n {
+		ids[i] = uuid.NewString()
+		go func() {
+			errs <- s.CreateTask(ctx, &protocol.Task{TaskID: ids[i], AdditionalInput: []byte("{}"), CreatedAt: time.Now()}, nil, nil)
+		}()
+	}
+	for len(s.writes) < n {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	<-s.quit
+	close(release)
+
+	deadline := time.After(20 * time.Second)
+	for range n {
+		select {
+		case err := <-errs:
+			if err == nil || !strings.Contains(err.Error(), "closed") {
+				t.Errorf("a write queued behind the close: %v, want the store is closed", err)
+			}
+		case <-deadline:
+			t.Fatal("writes queued when the store closed never returned")
+		}
+	}
+	if err := <-firstErr; err != nil {
+		t.Errorf("the write in progress at the close: %v", err)
+	}
+	<-closed
+
+	s = mustOpen(t, dir)
+	if _, err := s.GetTask(ctx, first); err != nil {
+		t.Errorf("the write in progress at the close is gone: %v", err)
+	}
+	if got := count(t, s, "tasks"); got != 1 {
+		t.Errorf("%d tasks after the close, want only the one in progress", got)
+	}
+}
