@@ -82,12 +82,14 @@ type Plugin interface {
 	Run(ctx context.Context, handler string, call *Call) (int32, time.Duration, error)
 }
 
-// Limits bound what one plugin call may produce.
+// Limits bound what one plugin call may produce, and what one task may
+// hold.
 type Limits struct {
 	MaxResultBytes    int   // the handler's result message
 	MaxLogBytes       int   // log lines, stdout and stderr of one call
 	MaxArtifactBytes  int64 // one artifact a plugin creates
 	MaxCallArtifacts  int   // artifacts one call may create
+	MaxTaskArtifacts  int   // artifacts one task may hold, uploaded and created; 0 for no limit
 	MaxUploadBytes    int64 // one uploaded file
 	MaxWorkspaceBytes int64 // all files of one task's workspace
 	MaxWorkspaceFiles int   // files in one task's workspace
@@ -102,6 +104,7 @@ var DefaultLimits = Limits{
 	MaxLogBytes:       64 << 10,
 	MaxArtifactBytes:  64 << 20,
 	MaxCallArtifacts:  64,
+	MaxTaskArtifacts:  10000,
 	MaxUploadBytes:    256 << 20,
 	MaxWorkspaceBytes: 512 << 20,
 	MaxWorkspaceFiles: 10000,
@@ -500,6 +503,15 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	if err := a.checkQuota(u.taskID, art.WorkspacePath(), art.Size); err != nil {
 		return nil, err
 	}
+	if max := a.limits.MaxTaskArtifacts; max > 0 {
+		_, held, err := a.store.ListArtifacts(ctx, u.taskID, Page{Number: 1, Size: 1})
+		if err != nil {
+			return nil, err
+		}
+		if held >= max {
+			return nil, tooManyArtifacts(held, max)
+		}
+	}
 	placed, err := a.store.PlaceUpload(u.taskID, art.WorkspacePath(), u.id)
 	if err != nil {
 		return nil, err
@@ -564,6 +576,12 @@ func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, t
 		return nil, 0, Errorf(EREJECTED, "the agent rejected the upload: %s", res.Reject)
 	}
 	return call, elapsed, nil
+}
+
+// tooManyArtifacts is the error for a task that holds all the artifacts
+// it may.
+func tooManyArtifacts(held, max int) error {
+	return Errorf(ETOOLARGE, "the task holds %d artifacts, the most a task may hold (%d)", held, max)
 }
 
 // checkBudget refuses to run a handler for a task that has used up its

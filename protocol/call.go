@@ -34,6 +34,9 @@ type Call struct {
 	artifacts []Artifact
 	blobs     []Blob
 	done      bool
+	// held is how many artifacts the task held when the call began,
+	// counting the upload an artifact handler is handling.
+	held int
 
 	// usage is the workspace's size, loaded at the first write or delete
 	// and kept up to date by them (the task is locked during the call).
@@ -64,7 +67,10 @@ func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request, uplo
 	if err != nil {
 		panic(fmt.Sprintf("encode handler input: %v", err)) // all fields are JSON-safe
 	}
-	c := &Call{agent: a, handler: handler, task: t, step: s, input: input, artifacts: []Artifact{}}
+	c := &Call{agent: a, handler: handler, task: t, step: s, input: input, artifacts: []Artifact{}, held: len(t.Artifacts)}
+	if upload != nil {
+		c.held++
+	}
 	c.stdout = lineWriter{call: c, level: "stdout"}
 	c.stderr = lineWriter{call: c, level: "stderr"}
 	return c
@@ -157,6 +163,9 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	}
 	if max := c.agent.limits.MaxCallArtifacts; len(c.artifacts) >= max {
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
+	}
+	if max := c.agent.limits.MaxTaskArtifacts; max > 0 && c.held+len(c.artifacts) >= max {
+		return "", tooManyArtifacts(c.held+len(c.artifacts), max)
 	}
 	max := c.agent.limits.MaxArtifactBytes
 	id := newID()

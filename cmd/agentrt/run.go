@@ -103,6 +103,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	})
 	fs.StringVar(&configFile, "config-file", "", "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
 	fs.IntVar(&cfg.limits.MaxCallArtifacts, "max-call-artifacts", cfg.limits.MaxCallArtifacts, "artifacts one handler call may create")
+	fs.IntVar(&cfg.limits.MaxTaskArtifacts, "max-task-artifacts", cfg.limits.MaxTaskArtifacts, "artifacts one task may hold, uploaded and created (0: no limit)")
 	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
 	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*goruntimeProcs), "plugin instances running at once, per plugin")
 	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*goruntimeProcs), "plugin instances running at once, all plugins together")
@@ -137,6 +138,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
+	}
+	if cfg.limits.MaxTaskArtifacts < 0 {
+		return nil, &usageError{fmt.Sprintf("bad -max-task-artifacts %d: want 0 (no limit) or more", cfg.limits.MaxTaskArtifacts)}
 	}
 	cfg.limits.MaxUploadBytes = int64(maxUpload)
 	cfg.limits.MaxArtifactBytes = int64(maxArtifact)

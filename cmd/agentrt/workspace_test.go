@@ -140,6 +140,26 @@ func assertOnlyKnownFiles(t *testing.T, dataDir string) {
 	})
 }
 
+func TestATaskHoldsAtMostMaxTaskArtifacts(t *testing.T) {
+	ts := serve(t, probePlugin(t), func(c *runConfig) { c.limits.MaxTaskArtifacts = 3 })
+	id := ts.createTask(`{}`).TaskID
+	ts.probe(id, map[string]string{"op": "create", "name": "one.txt", "data": "1"}).wantOK(t)
+	ts.upload(id, part{name: "file", fileName: "two.txt", value: "2"}).want(t, 200)
+	ts.probe(id, map[string]string{"op": "create", "name": "three.txt", "data": "3"}).wantOK(t)
+	// Full: a plugin's artifact and an upload are refused alike.
+	ts.probe(id, map[string]string{"op": "create", "name": "four.txt", "data": "4"}).wantCode(t, abi.ErrLimit, "holds 3 artifacts")
+	ts.upload(id, part{name: "file", fileName: "five.txt", value: "5"}).wantError(t, 413, "the task holds 3 artifacts")
+	ts.probe(id, map[string]string{"op": "stat", "path": "five.txt"}).wantCode(t, abi.ErrNotFound, "")
+	var list protocol.ArtifactList
+	ts.do("GET", "/ap/v1/agent/tasks/"+id+"/artifacts?page_size=100", "", "").want(t, 200).decode(t, &list)
+	if len(list.Artifacts) != 3 {
+		t.Errorf("the task holds %d artifacts, want 3", len(list.Artifacts))
+	}
+	// Another task has its own count.
+	other := ts.createTask(`{}`).TaskID
+	ts.upload(other, part{name: "file", fileName: "one.txt", value: "1"}).want(t, 200)
+}
+
 func TestWorkspaceQuota(t *testing.T) {
 	ts := serve(t, probePlugin(t), func(c *runConfig) {
 		c.limits.MaxWorkspaceBytes = 100
