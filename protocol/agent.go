@@ -448,8 +448,14 @@ func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
 	if err := checkID("task", &taskID); err != nil {
 		return nil, err
 	}
-	if _, err := a.store.GetTask(ctx, taskID); err != nil {
+	task, err := a.store.GetTask(ctx, taskID)
+	if err != nil {
 		return nil, err
+	}
+	// Refused before the bytes are read; Commit checks again, under the
+	// task's lock.
+	if max := a.limits.MaxTaskArtifacts; max > 0 && len(task.Artifacts) >= max {
+		return nil, tooManyArtifacts(len(task.Artifacts), max)
 	}
 	id := newID()
 	blob, err := a.store.StageArtifact(id)

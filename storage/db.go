@@ -1,12 +1,11 @@
 package storage
 
 import (
-	"database/sql/driver"
-	"strings"
-
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -142,8 +141,8 @@ func (s *Store) inTx(ctx context.Context, fn func(db) error) error {
 
 // writeLoop is the writer goroutine: it takes the waiting writes, up to
 // maxBatch, and commits them together. Writes are queued in a buffered
-// channel, so that a client hands its write over without waiting to be
-// scheduled again (half the latency of a create-task went to that before).
+// channel: a client hands its write over and is woken once, by the answer
+// (an unbuffered hand-over woke it a second time, for nothing).
 func (s *Store) writeLoop(w *writer) {
 	defer close(s.writerDone)
 	defer w.close()
