@@ -22,14 +22,17 @@ import (
 )
 
 // Host is the handler call the functions act on; *protocol.Call implements
-// it.
+// it. Byte slices it is given may be the plugin's memory: it copies what it
+// keeps, and only after checking it against its limits.
 type Host interface {
 	Input() []byte
 	SetResult(result []byte) error
-	Log(level int32, message string) error
+	Log(level int32, message []byte) error
 	CreateArtifact(meta abi.ArtifactMeta, data []byte) (id string, err error)
 	Config() []byte
-	WorkspaceRead(path string) ([]byte, error)
+	// WorkspaceReadInto reads the file at path into buf when it fits and
+	// returns its size either way.
+	WorkspaceReadInto(path string, buf []byte) (int64, error)
 	WorkspaceWrite(path string, data []byte) error
 	WorkspaceList(prefix string) ([]protocol.FileInfo, error)
 	WorkspaceStat(path string) (protocol.FileInfo, error)
@@ -173,7 +176,9 @@ func (f *functions) log(c *call, mod api.Module, stack []uint64) int32 {
 	if errno != 0 {
 		return errno
 	}
-	if err := c.host.Log(level, string(b)); err != nil {
+	// b is the plugin's memory, possibly all of it: the host checks it
+	// against the log limit before it copies anything.
+	if err := c.host.Log(level, b); err != nil {
 		return c.failErr(err)
 	}
 	return 0
@@ -184,6 +189,10 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 	raw, errno := c.view(mod, arg(stack, 0), arg(stack, 1))
 	if errno != 0 {
 		return errno
+	}
+	if len(raw) > abi.MaxArtifactMetaBytes {
+		// Refused before it is copied or decoded.
+		return c.fail(abi.ErrInvalid, fmt.Sprintf("artifact meta of %d bytes is over its limit of %d bytes", len(raw), abi.MaxArtifactMetaBytes))
 	}
 	var meta abi.ArtifactMeta
 	if !utf8.Valid(raw) || json.Unmarshal(raw, &meta) != nil {
@@ -243,23 +252,20 @@ func (f *functions) workspaceRead(c *call, mod api.Module, stack []uint64) int32
 	if errno != 0 {
 		return errno
 	}
-	// Size first: a file that does not fit the buffer is not read, so
-	// that asking for a big file's size costs no host memory.
-	fi, err := c.host.WorkspaceStat(p)
+	// The file is read straight into the plugin's buffer, and only if it
+	// fits: the host holds none of its bytes, whatever its size.
+	buf, errno := c.view(mod, arg(stack, 2), arg(stack, 3))
+	if errno != 0 {
+		return errno
+	}
+	size, err := c.host.WorkspaceReadInto(p, buf)
 	if err != nil {
 		return c.failErr(err)
 	}
-	if fi.Size > int64(arg(stack, 3)) {
-		if fi.Size > math.MaxInt32 {
-			return c.fail(abi.ErrLimit, "the file is larger than 2 GiB")
-		}
-		return int32(fi.Size)
+	if size > math.MaxInt32 {
+		return c.fail(abi.ErrLimit, "the file is larger than 2 GiB")
 	}
-	data, err := c.host.WorkspaceRead(p)
-	if err != nil {
-		return c.failErr(err)
-	}
-	return c.copyOut(mod, data, arg(stack, 2), arg(stack, 3))
+	return int32(size)
 }
 
 // workspace_write(path, path_len, data, data_len) -> 0

@@ -45,11 +45,11 @@ func (h *fakeHost) SetResult(b []byte) error {
 	return nil
 }
 
-func (h *fakeHost) Log(level int32, msg string) error {
+func (h *fakeHost) Log(level int32, msg []byte) error {
 	if abi.LevelName(level) == "" {
 		return protocol.Errorf(protocol.EUNPROCESSABLE, "unknown log level %d", level)
 	}
-	h.logs = append(h.logs, abi.LevelName(level)+":"+msg)
+	h.logs = append(h.logs, abi.LevelName(level)+":"+string(msg))
 	return nil
 }
 
@@ -65,6 +65,17 @@ func (h *fakeHost) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, e
 func (h *fakeHost) Config() []byte { return h.config }
 
 func (h *fakeHost) clean(p string) (string, error) { return protocol.CleanFilePath(p) }
+
+func (h *fakeHost) WorkspaceReadInto(p string, buf []byte) (int64, error) {
+	b, err := h.WorkspaceRead(p)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) <= len(buf) {
+		copy(buf, b)
+	}
+	return int64(len(b)), nil
+}
 
 func (h *fakeHost) WorkspaceRead(p string) ([]byte, error) {
 	p, err := h.clean(p)

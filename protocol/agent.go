@@ -32,17 +32,18 @@ type Store interface {
 
 	StageArtifact(artifactID string) (Blob, error)
 	StageArtifactFromFile(taskID, name, artifactID string) (Blob, error)
-	AddArtifacts(ctx context.Context, taskID string, artifacts []Artifact, logs []LogRecord, pluginTime time.Duration) error
+	AddArtifacts(ctx context.Context, taskID string, artifacts []Artifact, log TaskLog, pluginTime time.Duration) error
 	GetArtifact(ctx context.Context, taskID, artifactID string) (*Artifact, error)
 	ListArtifacts(ctx context.Context, taskID string, p Page) ([]Artifact, int, error)
 	OpenArtifact(a *Artifact) (*os.File, error)
 
-	ReadFile(taskID, name string, max int64) ([]byte, error)
+	ReadFileInto(taskID, name string, buf []byte) (size int64, err error)
 	WriteFile(taskID, name string, data []byte) error
 	StatFile(taskID, name string) (FileInfo, error)
-	RemoveFile(taskID, name string) error
+	PathState(taskID, name string) (PathState, error)
+	RemoveFile(taskID, name string) (removedDirs int, err error)
 	ListFiles(taskID, prefix string) ([]FileInfo, error)
-	WorkspaceUsage(taskID string) (bytes int64, files int, err error)
+	WorkspaceUsage(taskID string) (bytes int64, entries int, err error)
 	RemoveWorkspace(taskID string) error
 	PlaceUpload(taskID, name, artifactID string) (Placement, error)
 }
@@ -52,8 +53,11 @@ type Store interface {
 type Placement interface {
 	// Commit keeps the file: the artifact was recorded.
 	Commit()
-	// Rollback removes the file and restores what the path held before.
-	Rollback()
+	// Rollback removes the file and restores what the path held before,
+	// or, where the artifact handler put something else there, keeps the
+	// replaced file aside. An error means the rollback is left for the
+	// next start; nothing is lost.
+	Rollback() error
 }
 
 // Blob is the bytes of a new artifact on their way to disk. They become
@@ -83,16 +87,32 @@ type Plugin interface {
 }
 
 // Limits bound what one plugin call may produce, and what one task may
-// hold.
+// hold. docs/SECURITY.md gives each with its flag and the test that holds
+// it.
 type Limits struct {
-	MaxResultBytes    int   // the handler's result message
-	MaxLogBytes       int   // log lines, stdout and stderr of one call
-	MaxArtifactBytes  int64 // one artifact a plugin creates
-	MaxCallArtifacts  int   // artifacts one call may create
-	MaxTaskArtifacts  int   // artifacts one task may hold, uploaded and created; 0 for no limit
-	MaxUploadBytes    int64 // one uploaded file
-	MaxWorkspaceBytes int64 // all files of one task's workspace
-	MaxWorkspaceFiles int   // files in one task's workspace
+	MaxResultBytes int // the handler's result message
+	// MaxLogBytes bounds one call's log: log lines, stdout and stderr, each
+	// record counting its message plus LogRecordOverhead.
+	MaxLogBytes int
+	// MaxTaskLogBytes bounds a task's log (its task handler's and artifact
+	// handlers' records, counted as MaxLogBytes counts them); 0 for no limit.
+	MaxTaskLogBytes  int64
+	MaxArtifactBytes int64 // one artifact a plugin creates
+	MaxCallArtifacts int   // artifacts one call may create
+	MaxTaskArtifacts int   // artifacts one task may hold, uploaded and created; 0 for no limit
+	// MaxTaskArtifactBytes bounds the bytes of all of a task's artifacts,
+	// uploaded and created; 0 for no limit.
+	MaxTaskArtifactBytes int64
+	MaxUploadBytes       int64 // one uploaded file
+	MaxWorkspaceBytes    int64 // all files of one task's workspace
+	// MaxWorkspaceFiles bounds the entries of one task's workspace: files
+	// and directories alike.
+	MaxWorkspaceFiles int
+	// MaxPlannedSteps bounds the steps a task handler may plan.
+	MaxPlannedSteps int
+	// MaxTaskSteps bounds the steps one task may hold, planned ones
+	// included; 0 for no limit.
+	MaxTaskSteps int
 	// MaxTaskTime is the wall-clock time all handler calls of one task may
 	// use together; 0 for no limit.
 	MaxTaskTime time.Duration
@@ -100,15 +120,19 @@ type Limits struct {
 
 // DefaultLimits are the limits used where none are configured.
 var DefaultLimits = Limits{
-	MaxResultBytes:    1 << 20,
-	MaxLogBytes:       64 << 10,
-	MaxArtifactBytes:  64 << 20,
-	MaxCallArtifacts:  64,
-	MaxTaskArtifacts:  10000,
-	MaxUploadBytes:    256 << 20,
-	MaxWorkspaceBytes: 512 << 20,
-	MaxWorkspaceFiles: 10000,
-	MaxTaskTime:       time.Hour,
+	MaxResultBytes:       1 << 20,
+	MaxLogBytes:          64 << 10,
+	MaxTaskLogBytes:      4 << 20,
+	MaxArtifactBytes:     64 << 20,
+	MaxCallArtifacts:     64,
+	MaxTaskArtifacts:     10000,
+	MaxTaskArtifactBytes: 1 << 30,
+	MaxUploadBytes:       256 << 20,
+	MaxWorkspaceBytes:    512 << 20,
+	MaxWorkspaceFiles:    10000,
+	MaxPlannedSteps:      256,
+	MaxTaskSteps:         10000,
+	MaxTaskTime:          time.Hour,
 }
 
 // AgentConfig configures an Agent.
@@ -176,16 +200,17 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		t.PluginTime = elapsed
 		var res abi.TaskResult
 		if err == nil {
-			err = call.decodeResult(code, &res, &res.Error)
+			err = call.decodeResult(code, decodeTaskResult(&res, a.maxPlanned()), &res.Error)
 		}
 		if err != nil {
-			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", err)
+			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", logText(err))
 			return nil, handlerError("task", err)
 		}
 		if planned, err = plannedSteps(t, res.Steps); err != nil {
 			return nil, handlerError("task", err)
 		}
-		t.Logs = call.logs
+		log := a.fitTaskLog(t, call.logs)
+		t.Logs, t.LogBytes = log.Records, log.Bytes
 		t.Artifacts = call.artifacts
 		if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
 			return nil, err
@@ -198,6 +223,43 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		return nil, err
 	}
 	return t, nil
+}
+
+// maxPlanned is how many steps a task handler may plan.
+func (a *Agent) maxPlanned() int {
+	if l := a.limits; l.MaxTaskSteps > 0 && l.MaxTaskSteps < l.MaxPlannedSteps {
+		return l.MaxTaskSteps
+	}
+	return a.limits.MaxPlannedSteps
+}
+
+// fitTaskLog returns what of a call's log records fits in what is left of
+// the task's log limit. When some do not, the last kept record says so,
+// and the call counts as filling the log: nothing more is kept, not even
+// another notice, so the task's log never holds more than its limit and
+// one notice.
+func (a *Agent) fitTaskLog(t *Task, logs []LogRecord) TaskLog {
+	max := a.limits.MaxTaskLogBytes
+	size := LogSize(logs)
+	if max <= 0 || t.LogBytes+size <= max {
+		return TaskLog{Records: logs, Bytes: size}
+	}
+	room := max - t.LogBytes
+	if room <= 0 {
+		return TaskLog{}
+	}
+	kept := 0
+	for _, r := range logs {
+		n := int64(len(r.Message)) + LogRecordOverhead
+		if n > room {
+			break
+		}
+		room -= n
+		kept++
+	}
+	notice := LogRecord{Time: time.Now(), Level: "warn",
+		Message: fmt.Sprintf("the task's log limit of %d bytes was reached; later lines are dropped", max)}
+	return TaskLog{Records: append(logs[:kept:kept], notice), Bytes: max - t.LogBytes}
 }
 
 // plannedSteps turns the task handler's plan into steps awaiting execution.
@@ -277,6 +339,9 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	if step == nil {
+		if max := a.limits.MaxTaskSteps; max > 0 && task.StepCount >= max {
+			return nil, Errorf(ELIMIT, "task %s holds %d steps, the most a task may hold", taskID, task.StepCount)
+		}
 		step = &Step{
 			TaskID:          taskID,
 			StepID:          newID(),
@@ -296,7 +361,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	step.PluginTime = elapsed
 	var res abi.StepResult
 	if runErr == nil {
-		runErr = call.decodeResult(code, &res, &res.Error)
+		runErr = call.decodeResult(code, decodeInto(&res), &res.Error)
 	}
 	if runErr == nil {
 		runErr = applyStepResult(step, &res)
@@ -318,7 +383,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		if err := a.store.SaveStep(ctx, step, nil); err != nil {
 			return nil, err
 		}
-		a.log.Warn("step handler failed", "task_id", taskID, "step_id", step.StepID, "err", runErr)
+		a.log.Warn("step handler failed", "task_id", taskID, "step_id", step.StepID, "err", logText(runErr))
 		failure.StepID = step.StepID
 		return nil, failure
 	}
@@ -440,10 +505,15 @@ type Upload struct {
 	id     string
 	blob   Blob
 	done   bool
+	// limit is what the file may hold: the upload limit, or less when the
+	// task's artifacts are near their byte quota.
+	limit      int64
+	quotaLimit bool
 }
 
 // NewUpload starts an upload to a task; ENOTFOUND when there is no such
-// task.
+// task, ETOOLARGE when the task holds all the artifacts (or artifact
+// bytes) it may.
 func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
 	if err := checkID("task", &taskID); err != nil {
 		return nil, err
@@ -454,21 +524,40 @@ func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
 	}
 	// Refused before the bytes are read; Commit checks again, under the
 	// task's lock.
-	if max := a.limits.MaxTaskArtifacts; max > 0 && len(task.Artifacts) >= max {
-		return nil, tooManyArtifacts(len(task.Artifacts), max)
-	}
-	id := newID()
-	blob, err := a.store.StageArtifact(id)
-	if err != nil {
+	held, heldBytes := artifactsHeld(task)
+	if err := a.limits.checkArtifactCount(held); err != nil {
 		return nil, err
 	}
-	return &Upload{agent: a, taskID: taskID, id: id, blob: blob}, nil
+	if err := a.limits.checkArtifactBytes(heldBytes); err != nil {
+		return nil, err
+	}
+	u := &Upload{agent: a, taskID: taskID, id: newID(), limit: a.limits.MaxUploadBytes}
+	if max := a.limits.MaxTaskArtifactBytes; max > 0 && max-heldBytes < u.limit {
+		u.limit, u.quotaLimit = max-heldBytes, true
+	}
+	if u.blob, err = a.store.StageArtifact(u.id); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
-// Write writes the file's next bytes; ETOOLARGE past the upload limit.
+// artifactsHeld is how many artifacts a task holds, and their bytes.
+func artifactsHeld(t *Task) (int, int64) {
+	var n int64
+	for _, art := range t.Artifacts {
+		n += art.Size
+	}
+	return len(t.Artifacts), n
+}
+
+// Write writes the file's next bytes; ETOOLARGE past the upload limit or
+// the task's artifact bytes quota.
 func (u *Upload) Write(p []byte) (int, error) {
-	if max := u.agent.limits.MaxUploadBytes; u.blob.Size()+int64(len(p)) > max {
-		return 0, Errorf(ETOOLARGE, "the file is larger than the upload limit of %d bytes", max)
+	if u.blob.Size()+int64(len(p)) > u.limit {
+		if u.quotaLimit {
+			return 0, Errorf(ETOOLARGE, "the file would put the task's artifacts over their quota of %d bytes", u.agent.limits.MaxTaskArtifactBytes)
+		}
+		return 0, Errorf(ETOOLARGE, "the file is larger than the upload limit of %d bytes", u.limit)
 	}
 	return u.blob.Write(p)
 }
@@ -476,10 +565,10 @@ func (u *Upload) Write(p []byte) (int, error) {
 // Commit records the upload as an artifact of its task, named fileName in
 // the workspace directory relativePath, and puts it in the task's workspace
 // at relativePath/fileName. Names are cleaned or refused (EBADPATH); the
-// workspace quota applies (ETOOLARGE). If the plugin has an artifact
-// handler, it runs first and may reject the upload (EREJECTED) or fail
-// (EPLUGIN); either way no artifact is kept (files the handler wrote to
-// the workspace stay, as a failed step's do).
+// workspace quota and the task's artifact quotas apply (ETOOLARGE). If the
+// plugin has an artifact handler, it runs first and may reject the upload
+// (EREJECTED) or fail (EPLUGIN); either way no artifact is kept (files the
+// handler wrote to the workspace stay, as a failed step's do).
 func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Artifact, error) {
 	a := u.agent
 	name, err := CleanFileName(fileName)
@@ -506,38 +595,46 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	unlock := a.locks.lock(u.taskID)
 	defer unlock()
 
-	if err := a.checkQuota(u.taskID, art.WorkspacePath(), art.Size); err != nil {
+	task, err := a.store.GetTask(ctx, u.taskID)
+	if err != nil {
 		return nil, err
 	}
-	if max := a.limits.MaxTaskArtifacts; max > 0 {
-		_, held, err := a.store.ListArtifacts(ctx, u.taskID, Page{Number: 1, Size: 1})
-		if err != nil {
-			return nil, err
-		}
-		if held >= max {
-			return nil, tooManyArtifacts(held, max)
-		}
+	held, heldBytes := artifactsHeld(task)
+	if err := a.limits.checkArtifactCount(held); err != nil {
+		return nil, err
+	}
+	if err := a.limits.checkArtifactBytes(heldBytes + art.Size); err != nil {
+		return nil, err
+	}
+	if err := a.checkQuota(u.taskID, art.WorkspacePath(), art.Size); err != nil {
+		return nil, err
 	}
 	placed, err := a.store.PlaceUpload(u.taskID, art.WorkspacePath(), u.id)
 	if err != nil {
 		return nil, err
 	}
+	rollback := func() {
+		if err := placed.Rollback(); err != nil {
+			a.log.Error("rolling back an upload failed; the next start finishes it",
+				"task_id", u.taskID, "path", art.WorkspacePath(), "err", err)
+		}
+	}
 	record := []Artifact{*art}
-	var logs []LogRecord
+	var log TaskLog
 	var used time.Duration
 	var created *Call
 	if a.plugin.HasHandler(abi.HandlerArtifact) {
 		var elapsed time.Duration
-		created, elapsed, err = a.runArtifactHandler(ctx, art)
+		created, elapsed, err = a.runArtifactHandler(ctx, task, art)
 		if err != nil {
-			placed.Rollback()
+			rollback()
 			return nil, err
 		}
-		record, logs, used = append(record, created.artifacts...), created.logs, elapsed
+		record, log, used = append(record, created.artifacts...), a.fitTaskLog(task, created.logs), elapsed
 		defer created.discard() // a no-op once recorded
 	}
-	if err := a.store.AddArtifacts(ctx, u.taskID, record, logs, used); err != nil {
-		placed.Rollback()
+	if err := a.store.AddArtifacts(ctx, u.taskID, record, log, used); err != nil {
+		rollback()
 		return nil, err
 	}
 	if created != nil {
@@ -549,13 +646,10 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 }
 
 // runArtifactHandler runs the plugin's artifact handler on an upload placed
-// in the workspace. It returns the call (whose artifacts and log the caller
-// records) and the time it took, or why the upload must not be kept.
-func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, time.Duration, error) {
-	task, err := a.store.GetTask(ctx, art.TaskID)
-	if err != nil {
-		return nil, 0, err
-	}
+// in the workspace of task. It returns the call (whose artifacts and log
+// the caller records) and the time it took, or why the upload must not be
+// kept.
+func (a *Agent) runArtifactHandler(ctx context.Context, task *Task, art *Artifact) (*Call, time.Duration, error) {
 	if err := a.checkBudget(task); err != nil {
 		return nil, 0, err
 	}
@@ -563,23 +657,23 @@ func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, t
 	code, elapsed, err := a.run(ctx, task, abi.HandlerArtifact, call)
 	var res abi.ArtifactResult
 	if err == nil {
-		err = call.decodeResult(code, &res, &res.Error)
+		err = call.decodeResult(code, decodeInto(&res), &res.Error)
 	}
 	if err != nil || res.Reject != "" {
 		// The upload is not kept, but the time the plugin took counts
 		// against the task's budget all the same.
-		if serr := a.store.AddArtifacts(ctx, art.TaskID, nil, nil, elapsed); serr != nil {
+		if serr := a.store.AddArtifacts(ctx, art.TaskID, nil, TaskLog{}, elapsed); serr != nil {
 			a.log.Warn("recording plugin time", "task_id", art.TaskID, "err", serr)
 		}
 	}
 	switch {
 	case err != nil:
 		call.discard()
-		a.log.Warn("artifact handler failed", "task_id", art.TaskID, "err", err)
+		a.log.Warn("artifact handler failed", "task_id", art.TaskID, "err", logText(err))
 		return nil, 0, handlerError("artifact", err)
 	case res.Reject != "":
 		call.discard()
-		return nil, 0, Errorf(EREJECTED, "the agent rejected the upload: %s", res.Reject)
+		return nil, 0, Errorf(EREJECTED, "the agent rejected the upload: %s", cutText(res.Reject, maxPluginText))
 	}
 	return call, elapsed, nil
 }
@@ -588,6 +682,23 @@ func (a *Agent) runArtifactHandler(ctx context.Context, art *Artifact) (*Call, t
 // it may.
 func tooManyArtifacts(held, max int) error {
 	return Errorf(ETOOLARGE, "the task holds %d artifacts, the most a task may hold (%d)", held, max)
+}
+
+// checkArtifactCount refuses one more artifact for a task that holds held.
+func (l *Limits) checkArtifactCount(held int) error {
+	if l.MaxTaskArtifacts > 0 && held >= l.MaxTaskArtifacts {
+		return tooManyArtifacts(held, l.MaxTaskArtifacts)
+	}
+	return nil
+}
+
+// checkArtifactBytes refuses artifacts of a task that would hold n bytes
+// in all, over the task's artifact bytes quota.
+func (l *Limits) checkArtifactBytes(n int64) error {
+	if l.MaxTaskArtifactBytes > 0 && n > l.MaxTaskArtifactBytes {
+		return Errorf(ETOOLARGE, "the task's artifacts would hold %d bytes, over their quota of %d bytes", n, l.MaxTaskArtifactBytes)
+	}
+	return nil
 }
 
 // checkBudget refuses to run a handler for a task that has used up its
@@ -616,28 +727,32 @@ func (a *Agent) run(ctx context.Context, t *Task, handler string, call *Call) (i
 }
 
 // checkQuota refuses a workspace write that would put a task's workspace
-// over its byte or file quota. name is the file written, size its new size.
+// over its quota of bytes or entries. name is the file written, size its
+// new size.
 func (a *Agent) checkQuota(taskID, name string, size int64) error {
-	bytes, files, err := a.store.WorkspaceUsage(taskID)
+	bytes, entries, err := a.store.WorkspaceUsage(taskID)
 	if err != nil {
 		return err
 	}
-	if old, err := a.store.StatFile(taskID, name); err == nil {
-		bytes -= old.Size
-		files--
-	} else if ErrorCode(err) != ENOTFOUND {
+	st, err := a.store.PathState(taskID, name)
+	if err != nil {
 		return err
 	}
-	return a.limits.checkWorkspace(bytes+size, files+1)
+	if st.Exists {
+		bytes -= st.Size
+	} else {
+		entries += 1 + st.MissingDirs
+	}
+	return a.limits.checkWorkspace(bytes+size, entries)
 }
 
 // checkWorkspace refuses workspace contents over the quota.
-func (l *Limits) checkWorkspace(bytes int64, files int) error {
+func (l *Limits) checkWorkspace(bytes int64, entries int) error {
 	if bytes > l.MaxWorkspaceBytes {
 		return Errorf(ETOOLARGE, "the task's workspace would hold %d bytes, over its quota of %d bytes", bytes, l.MaxWorkspaceBytes)
 	}
-	if files > l.MaxWorkspaceFiles {
-		return Errorf(ETOOLARGE, "the task's workspace would hold %d files, over its quota of %d files", files, l.MaxWorkspaceFiles)
+	if entries > l.MaxWorkspaceFiles {
+		return Errorf(ETOOLARGE, "the task's workspace would hold %d files and directories, over its quota of %d files and directories", entries, l.MaxWorkspaceFiles)
 	}
 	return nil
 }

@@ -3,9 +3,9 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -34,9 +34,12 @@ type Call struct {
 	artifacts []Artifact
 	blobs     []Blob
 	done      bool
-	// held is how many artifacts the task held when the call began,
-	// counting the upload an artifact handler is handling.
-	held int
+	// held and heldBytes are how many artifacts the task held when the
+	// call began, and their bytes, counting the upload an artifact handler
+	// is handling; createdBytes are the bytes of the call's artifacts.
+	held         int
+	heldBytes    int64
+	createdBytes int64
 
 	// usage is the workspace's size, loaded at the first write or delete
 	// and kept up to date by them (the task is locked during the call).
@@ -44,8 +47,8 @@ type Call struct {
 }
 
 type workspaceUsage struct {
-	bytes int64
-	files int
+	bytes   int64
+	entries int
 }
 
 func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request, upload *Artifact) *Call {
@@ -68,8 +71,12 @@ func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request, uplo
 		panic(fmt.Sprintf("encode handler input: %v", err)) // all fields are JSON-safe
 	}
 	c := &Call{agent: a, handler: handler, task: t, step: s, input: input, artifacts: []Artifact{}, held: len(t.Artifacts)}
+	for _, art := range t.Artifacts {
+		c.heldBytes += art.Size
+	}
 	if upload != nil {
 		c.held++
+		c.heldBytes += upload.Size
 	}
 	c.stdout = lineWriter{call: c, level: "stdout"}
 	c.stderr = lineWriter{call: c, level: "stderr"}
@@ -101,9 +108,17 @@ func (c *Call) Handler() string { return c.handler }
 func (c *Call) Input() []byte { return c.input }
 
 // SetResult keeps the handler's result message, replacing an earlier one.
+// It must be one JSON value agentrt can store and serve (checkJSON: UTF-8,
+// no lone surrogates, nested at most MaxJSONDepth deep), within the result
+// limit; otherwise it is refused and, unless a later one replaces it, the
+// call fails.
 func (c *Call) SetResult(b []byte) error {
 	if max := c.agent.limits.MaxResultBytes; len(b) > max {
 		c.resultErr = Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
+		return c.resultErr
+	}
+	if err := checkJSON(b, MaxJSONDepth); err != nil {
+		c.resultErr = Errorf(EUNPROCESSABLE, "result is not valid JSON: %v", err)
 		return c.resultErr
 	}
 	c.result = append(c.result[:0], b...)
@@ -111,10 +126,12 @@ func (c *Call) SetResult(b []byte) error {
 	return nil
 }
 
-// Log keeps one log line of the given level (abi.LevelDebug...). Past the
-// call's log limit, lines are dropped and ETOOLARGE returned; the log then
-// ends with a line saying so.
-func (c *Call) Log(level int32, message string) error {
+// Log keeps one log line of the given level (abi.LevelDebug...). message
+// may be the plugin's memory: it is checked against the call's log limit
+// before anything is copied, and kept as UTF-8 (invalid bytes become
+// U+FFFD). Past the limit, lines are dropped and ETOOLARGE returned; the
+// log then ends with a line saying so.
+func (c *Call) Log(level int32, message []byte) error {
 	name := abi.LevelName(level)
 	if name == "" {
 		return Errorf(EUNPROCESSABLE, "unknown log level %d", level)
@@ -122,21 +139,25 @@ func (c *Call) Log(level int32, message string) error {
 	return c.addLog(name, message)
 }
 
-func (c *Call) addLog(level, message string) error {
+// addLog counts a record as its message plus LogRecordOverhead, so that
+// empty records are not free.
+func (c *Call) addLog(level string, message []byte) error {
+	max := c.agent.limits.MaxLogBytes
 	if c.logFull {
-		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", c.agent.limits.MaxLogBytes)
+		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
-	if !utf8.ValidString(message) {
-		message = strings.ToValidUTF8(message, "\uFFFD")
-	}
-	if c.logBytes+len(message) > c.agent.limits.MaxLogBytes {
+	size := len(message) + LogRecordOverhead
+	if c.logBytes+size > max {
 		c.logFull = true
 		c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: "warn",
-			Message: fmt.Sprintf("log limit of %d bytes reached; later lines dropped", c.agent.limits.MaxLogBytes)})
-		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", c.agent.limits.MaxLogBytes)
+			Message: fmt.Sprintf("log limit of %d bytes reached; later lines dropped", max)})
+		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
-	c.logBytes += len(message)
-	c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: level, Message: message})
+	c.logBytes += size
+	if !utf8.Valid(message) {
+		message = bytes.ToValidUTF8(message, []byte("\uFFFD"))
+	}
+	c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: level, Message: string(message)})
 	return nil
 }
 
@@ -164,10 +185,9 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	if max := c.agent.limits.MaxCallArtifacts; len(c.artifacts) >= max {
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
 	}
-	if max := c.agent.limits.MaxTaskArtifacts; max > 0 && c.held+len(c.artifacts) >= max {
-		return "", tooManyArtifacts(c.held+len(c.artifacts), max)
+	if err := c.agent.limits.checkArtifactCount(c.held + len(c.artifacts)); err != nil {
+		return "", err
 	}
-	max := c.agent.limits.MaxArtifactBytes
 	id := newID()
 	var blob Blob
 	if meta.WorkspacePath != "" {
@@ -178,16 +198,17 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 		if len(data) != 0 {
 			return "", Errorf(EUNPROCESSABLE, "give either data or workspace_path, not both")
 		}
+		// A hard link: no bytes are written before the size is known.
 		if blob, err = c.agent.store.StageArtifactFromFile(c.task.TaskID, file, id); err != nil {
 			return "", err
 		}
-		if blob.Size() > max {
+		if err := c.checkArtifactSize(blob.Size()); err != nil {
 			blob.Discard()
-			return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", blob.Size(), max)
+			return "", err
 		}
 	} else {
-		if int64(len(data)) > max {
-			return "", Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", len(data), max)
+		if err := c.checkArtifactSize(int64(len(data))); err != nil {
+			return "", err
 		}
 		if blob, err = c.agent.store.StageArtifact(id); err != nil {
 			return "", err
@@ -215,42 +236,59 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	}
 	c.artifacts = append(c.artifacts, a)
 	c.blobs = append(c.blobs, blob)
+	c.createdBytes += a.Size
 	return id, nil
+}
+
+// checkArtifactSize refuses a new artifact over the artifact limit, or
+// that would put the task's artifacts over their byte quota.
+func (c *Call) checkArtifactSize(size int64) error {
+	l := &c.agent.limits
+	if size > l.MaxArtifactBytes {
+		return Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", size, l.MaxArtifactBytes)
+	}
+	return l.checkArtifactBytes(c.heldBytes + c.createdBytes + size)
 }
 
 // Config is the operator's settings for the plugin, a JSON object of
 // strings.
 func (c *Call) Config() []byte { return c.agent.pluginConfig }
 
-// WorkspaceRead returns the bytes of a file of the task's workspace.
-func (c *Call) WorkspaceRead(name string) ([]byte, error) {
+// WorkspaceReadInto reads a file of the task's workspace into buf (the
+// plugin's memory) when it fits, and returns the file's size either way.
+func (c *Call) WorkspaceReadInto(name string, buf []byte) (int64, error) {
 	file, err := CleanFilePath(name)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return c.agent.store.ReadFile(c.task.TaskID, file, c.agent.limits.MaxWorkspaceBytes)
+	return c.agent.store.ReadFileInto(c.task.TaskID, file, buf)
 }
 
 // WorkspaceWrite creates or replaces a file of the task's workspace, within
-// the workspace's quota.
+// the workspace's quota of bytes and entries (the file, and each directory
+// the write makes).
 func (c *Call) WorkspaceWrite(name string, data []byte) error {
 	file, u, err := c.fileToChange(name)
 	if err != nil {
 		return err
 	}
-	bytes, files := u.bytes+int64(len(data)), u.files+1
-	if old, err := c.agent.store.StatFile(c.task.TaskID, file); err == nil {
-		bytes, files = bytes-old.Size, files-1
-	} else if ErrorCode(err) != ENOTFOUND {
+	st, err := c.agent.store.PathState(c.task.TaskID, file)
+	if err != nil {
 		return err
 	}
-	if err := c.agent.limits.checkWorkspace(bytes, files); err != nil {
+	bytes, entries := u.bytes+int64(len(data)), u.entries
+	if st.Exists {
+		bytes -= st.Size
+	} else {
+		entries += 1 + st.MissingDirs
+	}
+	if err := c.agent.limits.checkWorkspace(bytes, entries); err != nil {
 		return err
 	}
 	if err := c.agent.store.WriteFile(c.task.TaskID, file, data); err != nil {
 		return err
 	}
-	u.bytes, u.files = bytes, files
+	u.bytes, u.entries = bytes, entries
 	return nil
 }
 
@@ -273,10 +311,12 @@ func (c *Call) WorkspaceDelete(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.agent.store.RemoveFile(c.task.TaskID, file); err != nil {
+	removedDirs, err := c.agent.store.RemoveFile(c.task.TaskID, file)
+	if err != nil {
+		c.usage = nil // count again at the next change
 		return err
 	}
-	u.bytes, u.files = u.bytes-old.Size, u.files-1
+	u.bytes, u.entries = u.bytes-old.Size, u.entries-1-removedDirs
 	return nil
 }
 
@@ -305,38 +345,109 @@ func (c *Call) fileToChange(name string) (string, *workspaceUsage, error) {
 
 func (c *Call) workspaceUsage() (*workspaceUsage, error) {
 	if c.usage == nil {
-		bytes, files, err := c.agent.store.WorkspaceUsage(c.task.TaskID)
+		bytes, entries, err := c.agent.store.WorkspaceUsage(c.task.TaskID)
 		if err != nil {
 			return nil, err
 		}
-		c.usage = &workspaceUsage{bytes: bytes, files: files}
+		c.usage = &workspaceUsage{bytes: bytes, entries: entries}
 	}
 	return c.usage, nil
 }
 
-// decodeResult reads the handler's result into v after the handler
-// returned code. A failing handler's message is read into *errMsg.
-func (c *Call) decodeResult(code int32, v any, errMsg *string) error {
+// decodeResult reads the handler's result with decode after the handler
+// returned code. A failing handler's message, read into *errMsg by
+// decode, is cut to maxPluginText.
+func (c *Call) decodeResult(code int32, decode func([]byte) error, errMsg *string) error {
 	c.flushOutput()
 	if c.resultErr != nil {
 		return Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
 	}
 	if c.hasResult {
-		dec := json.NewDecoder(bytes.NewReader(c.result))
-		if err := dec.Decode(v); err != nil {
+		if err := decode(c.result); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return err
+			}
 			return Errorf(EPLUGIN, "its result is not valid: %v", err)
-		}
-		if dec.More() {
-			return Errorf(EPLUGIN, "its result has data after the JSON value")
 		}
 	}
 	switch {
 	case *errMsg != "":
-		return Errorf(EPLUGIN, "%s", *errMsg)
+		return Errorf(EPLUGIN, "%s", cutText(*errMsg, maxPluginText))
 	case code != 0:
 		return Errorf(EPLUGIN, "it returned code %d", code)
 	}
 	return nil
+}
+
+// decodeInto returns a decode function for decodeResult that reads a
+// result object into v.
+func decodeInto(v any) func([]byte) error {
+	return func(b []byte) error {
+		if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
+			return errors.New("it is not a JSON object")
+		}
+		return json.Unmarshal(b, v)
+	}
+}
+
+// decodeTaskResult returns a decode function for decodeResult that reads
+// a task handler's result into res, refusing more than max planned steps
+// before decoding them: a result of 1 MiB can list 350,000 empty steps,
+// and each costs the host far more than its bytes.
+func decodeTaskResult(res *abi.TaskResult, max int) func([]byte) error {
+	return func(b []byte) error {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return errors.New("it is not a JSON object")
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			switch tok {
+			case "steps":
+				res.Steps = nil
+				if tok, err = dec.Token(); err != nil {
+					return err
+				} else if tok == nil {
+					continue // null
+				} else if tok != json.Delim('[') {
+					return errors.New(`"steps" is not an array`)
+				}
+				for dec.More() {
+					if len(res.Steps) == max {
+						return Errorf(EPLUGIN, "it planned more than %d steps, the most a task may have planned", max)
+					}
+					var ps abi.PlannedStep
+					if err := dec.Decode(&ps); err != nil {
+						return err
+					}
+					res.Steps = append(res.Steps, ps)
+				}
+				if _, err := dec.Token(); err != nil { // ]
+					return err
+				}
+			case "error":
+				var msg *string
+				if err := dec.Decode(&msg); err != nil {
+					return err
+				}
+				res.Error = ""
+				if msg != nil {
+					res.Error = *msg
+				}
+			default:
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := dec.Token() // }
+		return err
+	}
 }
 
 // flushOutput logs what the plugin printed without a final newline.
@@ -399,6 +510,6 @@ func (w *lineWriter) flush() {
 	if len(w.partial) == 0 {
 		return
 	}
-	w.call.addLog(w.level, string(w.partial))
+	w.call.addLog(w.level, w.partial)
 	w.partial = w.partial[:0]
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Error codes. Each maps to one HTTP status in statusOf; an error without a
@@ -64,6 +65,38 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// Bounds on text a plugin hands over that ends up in a message: a client
+// sees at most maxPluginText bytes of it (a failure, a rejection reason),
+// and a server log line at most maxLogText.
+const (
+	maxPluginText = 4096
+	maxLogText    = 512
+)
+
+// cutText returns s cut to at most n bytes, at a character boundary, saying
+// how much was cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// logText is an error's message as a server log line carries it: cut to
+// maxLogText (the log handler escapes what it needs to). Internal errors
+// are logged in full: their text is ours.
+func logText(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return cutText(e.Message, maxLogText)
+	}
+	return err.Error()
 }
 
 // notFound is the error for an unknown or malformed id.

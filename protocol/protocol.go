@@ -21,11 +21,18 @@ type Task struct {
 	AdditionalInput json.RawMessage `json:"additional_input"`
 	// Artifacts lists every artifact of the task, uploaded or created by the
 	// agent, in creation order. Never nil.
-	Artifacts []Artifact  `json:"artifacts"`
-	CreatedAt time.Time   `json:"-"`
-	Logs      []LogRecord `json:"-"`
+	Artifacts []Artifact `json:"artifacts"`
+	CreatedAt time.Time  `json:"-"`
+	// Logs is what the task handler logged, when the task is created.
+	Logs []LogRecord `json:"-"`
+	// LogBytes is what the task's log holds (task and artifact handlers),
+	// as LogSize counts it, or the whole limit once a call's records were
+	// cut at it.
+	LogBytes int64 `json:"-"`
 	// PluginTime is the wall-clock time the task's handler calls have used.
 	PluginTime time.Duration `json:"-"`
+	// StepCount is how many steps the task holds, planned ones included.
+	StepCount int `json:"-"`
 }
 
 // StepStatus is a step's lifecycle state.
@@ -90,11 +97,42 @@ type FileInfo struct {
 	ModTime time.Time
 }
 
+// PathState is what a workspace path holds before a file is written there:
+// whether a file is there already and its size, and how many of the
+// directories above it do not exist yet (the write makes them).
+type PathState struct {
+	Exists      bool
+	Size        int64
+	MissingDirs int
+}
+
 // LogRecord is one line a plugin logged, or wrote to stdout or stderr.
 type LogRecord struct {
 	Time    time.Time `json:"time"`
 	Level   string    `json:"level"`
 	Message string    `json:"message"`
+}
+
+// TaskLog is what one handler call adds to its task's log: records, and
+// what they count against the task's log limit (all that is left of it
+// when they were cut at the limit, so that the log is full).
+type TaskLog struct {
+	Records []LogRecord
+	Bytes   int64
+}
+
+// LogRecordOverhead is what a log record costs beyond its message when
+// logs are counted against their limits: its time, level and JSON framing
+// (about 60 bytes stored). Without it, empty records were free.
+const LogRecordOverhead = 64
+
+// LogSize is what records count against a log limit.
+func LogSize(records []LogRecord) int64 {
+	var n int64
+	for _, r := range records {
+		n += int64(len(r.Message)) + LogRecordOverhead
+	}
+	return n
 }
 
 // TaskRequestBody is the body of create-task.

@@ -44,6 +44,15 @@ type Config struct {
 	CacheDir string
 	// MemoryLimitPages caps a plugin instance's memory, in 64 KiB pages.
 	MemoryLimitPages uint32
+	// MaxTableEntries caps the entries of an instance's tables together
+	// (each takes 8 bytes of host heap, outside MemoryLimitPages): tables
+	// declared larger are refused at load, and tables are given a maximum
+	// that table.grow cannot pass.
+	MaxTableEntries uint32
+	// MaxPluginBytes caps the plugin file. What compiling a module costs
+	// the host grows with its size (up to about a hundred bytes of heap per
+	// byte of module, for a module of nothing but imports).
+	MaxPluginBytes int64
 	// CallTimeout caps one handler call, instantiation included.
 	CallTimeout time.Duration
 	// NoCloseOnContextDone lets guest code run past its deadline. It exists
@@ -62,7 +71,19 @@ type Config struct {
 const (
 	DefaultMemoryLimitPages = 4096 // 256 MiB
 	DefaultCallTimeout      = 30 * time.Second
+	// DefaultMaxTableEntries is 800 KB of host memory per instance. Go's
+	// plugins have one table of about 6,200 entries (an echo agent), TinyGo's
+	// and Rust's under a hundred.
+	DefaultMaxTableEntries = 100_000
+	// DefaultMaxPluginBytes is ten times a Go plugin with a few
+	// dependencies; TinyGo and Rust plugins are a hundred times smaller.
+	DefaultMaxPluginBytes = 64 << 20
 )
+
+// maxLocals caps the locals one function of a plugin declares: wazero
+// allocates for them when it compiles the function. 50,000 is the limit
+// of the web's engines (V8, SpiderMonkey) too.
+const maxLocals = 50_000
 
 // Plugin is a compiled, validated plugin ready to run handler calls. Its
 // methods are safe for concurrent use.
@@ -95,17 +116,31 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
-	code, err := os.ReadFile(path)
+	if cfg.MaxTableEntries == 0 {
+		cfg.MaxTableEntries = DefaultMaxTableEntries
+	}
+	if cfg.MaxPluginBytes <= 0 {
+		cfg.MaxPluginBytes = DefaultMaxPluginBytes
+	}
+	code, err := readPlugin(path, cfg.MaxPluginBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read plugin: %w", err)
+		return nil, err
 	}
 	if !bytes.HasPrefix(code, []byte("\x00asm")) {
 		return nil, fmt.Errorf("plugin %s is not a WebAssembly module (no \\0asm header)", path)
 	}
+	// Before wazero decodes it: counts it would allocate from, tables.
+	if code, err = prepareModule(code, moduleLimits{MaxTableEntries: cfg.MaxTableEntries, MaxLocals: maxLocals}); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
 
 	rc := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(!cfg.NoCloseOnContextDone).
-		WithMemoryLimitPages(cfg.MemoryLimitPages)
+		WithMemoryLimitPages(cfg.MemoryLimitPages).
+		// The plugin's DWARF sections would be parsed by the host at
+		// compile time and again at every trap; agentrt reports a trap by
+		// its first line only.
+		WithDebugInfoEnabled(false)
 	if cfg.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -122,8 +157,30 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 	return p, nil
 }
 
+// readPlugin reads the plugin file, refusing one over max bytes before
+// reading it.
+func readPlugin(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plugin: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read plugin: %w", err)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("plugin %s is %d bytes, over the limit of %d bytes for a plugin", path, fi.Size(), max)
+	}
+	code := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, code); err != nil {
+		return nil, fmt.Errorf("read plugin %s: %w", path, err)
+	}
+	return code, nil
+}
+
 func (p *Plugin) load(ctx context.Context, code []byte) error {
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.runtime); err != nil {
+	if err := instantiateWASI(ctx, p.runtime); err != nil {
 		return fmt.Errorf("instantiate WASI: %w", err)
 	}
 	for _, m := range p.cfg.HostModules {
@@ -243,15 +300,27 @@ func (p *Plugin) checkExports() error {
 // HasExport reports whether the plugin exports the handler function name.
 func (p *Plugin) HasExport(name string) bool { return p.exports[name] }
 
-// Call runs the exported function name in a fresh instance, with the
-// plugin's standard output and error going to stdout and stderr, and
-// returns its i32 result and how long the plugin ran (waiting for an
-// instance slot, see Config.Limiters, is not counted, and not limited by
-// the call timeout). ctx carries what host functions need (see
-// hostapi.WithHost). A failure is a *protocol.Error: ETIMEOUT past the call
+// Invocation is what one handler call hands the plugin besides its code.
+type Invocation struct {
+	// Stdout and Stderr receive what the plugin writes to its standard
+	// output and error, from its initialization on.
+	Stdout, Stderr io.Writer
+	// Host returns the context host functions run under while the handler
+	// runs (hostapi.WithHost, say). The instance's initialization (a start
+	// section, _initialize, Go's init functions) runs before it is bound:
+	// a host function called there finds no handler call and answers "not
+	// allowed", so what a plugin does while it constructs itself is the
+	// same for every call and reaches nothing. nil binds nothing.
+	Host func(context.Context) context.Context
+}
+
+// Call runs the exported function name in a fresh instance and returns its
+// i32 result and how long the plugin ran (waiting for an instance slot,
+// see Config.Limiters, is not counted, and not limited by the call
+// timeout). A failure is a *protocol.Error: ETIMEOUT past the call
 // timeout, EPLUGIN for a trap, an exit or a host-imposed stop, and
 // EUNAVAILABLE when no instance could be had or the plugin is closing.
-func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, time.Duration, error) {
+func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, time.Duration, error) {
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
@@ -272,12 +341,12 @@ func (p *Plugin) Call(ctx context.Context, name string, stdout, stderr io.Writer
 	defer cancel()
 	defer context.AfterFunc(p.closing, cancel)()
 	start := time.Now()
-	code, err := p.call(ctx, name, stdout, stderr)
+	code, err := p.call(ctx, name, inv)
 	return code, time.Since(start), err
 }
 
-func (p *Plugin) call(ctx context.Context, name string, stdout, stderr io.Writer) (int32, error) {
-	mod, err := p.instantiate(ctx, stdout, stderr)
+func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, error) {
+	mod, err := p.instantiate(ctx, inv.Stdout, inv.Stderr)
 	if err != nil {
 		return 0, err
 	}
@@ -286,7 +355,11 @@ func (p *Plugin) call(ctx context.Context, name string, stdout, stderr io.Writer
 	if fn == nil {
 		return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin does not export %s", name)
 	}
-	res, err := fn.Call(ctx)
+	callCtx := ctx
+	if inv.Host != nil {
+		callCtx = inv.Host(ctx)
+	}
+	res, err := fn.Call(callCtx)
 	if err != nil {
 		failure := p.failure(ctx, err)
 		// A plugin out of memory usually traps soon after a failed
@@ -304,16 +377,11 @@ func shuttingDown() *protocol.Error {
 	return &protocol.Error{Code: protocol.EUNAVAILABLE, Message: "the server is shutting down; retry shortly", RetryAfter: 1}
 }
 
-// instantiate makes a fresh instance and runs its initialization.
+// instantiate makes a fresh instance and runs its initialization. Its
+// sleeps (WASI's poll_oneoff, see instantiateWASI) are real, and end when
+// ctx does.
 func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api.Module, error) {
-	deadline, _ := ctx.Deadline()
-	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr).WithNanosleep(func(ns int64) {
-		// Sleeping is real, but never past the call's deadline.
-		if left := time.Until(deadline); time.Duration(ns) > left {
-			ns = int64(max(left, 0))
-		}
-		time.Sleep(time.Duration(ns))
-	})
+	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr)
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(allocateMemory))
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {

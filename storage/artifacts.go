@@ -63,32 +63,19 @@ func insertArtifacts(w db, artifacts []protocol.Artifact) error {
 
 // AddArtifacts records artifacts of a task created outside a step (an
 // upload, and what the artifact handler made of it), whose bytes were
-// staged, appends logs to the task's log and adds the artifact handler's
-// time to the task's, in one transaction.
-func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, logs []protocol.LogRecord, pluginTime time.Duration) error {
-	err := s.inTx(ctx, func(w db) error {
+// staged, appends logs to the task's log (one row: the task's earlier log
+// is not read) and adds the artifact handler's time to the task's, in one
+// transaction.
+func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, log protocol.TaskLog, pluginTime time.Duration) error {
+	err := s.inTx(ctx, 2+len(artifacts), func(w db) error {
 		if err := taskExists(w, taskID); err != nil {
 			return err
 		}
 		if err := addPluginTime(w, taskID, pluginTime); err != nil {
 			return err
 		}
-		if len(logs) > 0 {
-			var old sql.NullString
-			if err := w.scanOne(`SELECT logs FROM tasks WHERE id = ?`, []any{taskID}, &old); err != nil {
-				return err
-			}
-			all, err := decodeLogs(old)
-			if err != nil {
-				return err
-			}
-			enc, err := encodeLogs(append(all, logs...))
-			if err != nil {
-				return err
-			}
-			if _, err := w.exec(`UPDATE tasks SET logs = ? WHERE id = ?`, enc, taskID); err != nil {
-				return err
-			}
+		if err := appendTaskLog(w, taskID, log); err != nil {
+			return err
 		}
 		return insertArtifacts(w, artifacts)
 	})
@@ -176,18 +163,22 @@ func (s *Store) StageArtifact(artifactID string) (protocol.Blob, error) {
 	if err != nil {
 		return nil, storageError("stage artifact", err)
 	}
-	return &blob{f: f, path: path}, nil
+	return &blob{f: f, path: path, floor: s.floor}, nil
 }
 
 // blob is a staged artifact file being written.
 type blob struct {
-	f    *os.File
-	path string
-	size int64
-	done bool
+	f     *os.File
+	path  string
+	size  int64
+	done  bool
+	floor *diskFloor
 }
 
 func (b *blob) Write(p []byte) (int, error) {
+	if err := b.floor.reserve(int64(len(p))); err != nil {
+		return 0, err
+	}
 	n, err := b.f.Write(p)
 	b.size += int64(n)
 	if err != nil {

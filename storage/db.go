@@ -100,23 +100,35 @@ func (s *Store) readTx(ctx context.Context, fn func(db) error) error {
 // Each write returns when its transaction is durable; under load many
 // writes share a sync instead of queueing for one each.
 
-// maxBatch bounds the writes of one transaction.
-const maxBatch = 256
+// maxBatch bounds the writes of one transaction, and maxBatchRows the
+// rows they write: a batch is closed once it holds either. A write of many
+// rows (a task with its planned steps, a step with its artifacts) so
+// commits alone, or with few others, and the writes queued behind it go in
+// the next transaction, a few milliseconds later, instead of waiting for
+// hundreds of such writes to commit together.
+const (
+	maxBatch     = 256
+	maxBatchRows = 1024
+)
 
 type writeReq struct {
 	fn   func(db) error
+	rows int        // rows the write inserts or updates, about
 	done chan error // buffered: the writer never waits on a client
 }
 
 var errClosed = errors.New("the store is closed")
 
-// inTx runs fn in a write transaction and returns once the transaction is
-// committed and synced to disk. fn may run together with other writes in
+// inTx runs fn, which writes about rows rows, in a write transaction and
+// returns once the transaction is committed and synced to disk. fn may run together with other writes in
 // one transaction; its own changes are kept or dropped as one. ctx is not
 // used for the write itself: once asked for, a write happens, so that what
 // a client was told is what is on disk.
-func (s *Store) inTx(ctx context.Context, fn func(db) error) error {
-	req := &writeReq{fn: fn, done: make(chan error, 1)}
+func (s *Store) inTx(ctx context.Context, rows int, fn func(db) error) error {
+	if err := s.floor.reserve(0); err != nil {
+		return err
+	}
+	req := &writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1)}
 	select {
 	case s.writes <- req:
 	case <-s.quit:
@@ -140,7 +152,7 @@ func (s *Store) inTx(ctx context.Context, fn func(db) error) error {
 }
 
 // writeLoop is the writer goroutine: it takes the waiting writes, up to
-// maxBatch, and commits them together. Writes are queued in a buffered
+// maxBatch of them or maxBatchRows rows, and commits them together. Writes are queued in a buffered
 // channel: a client hands its write over and is woken once, by the answer
 // (an unbuffered hand-over woke it a second time, for nothing).
 func (s *Store) writeLoop(w *writer) {
@@ -159,16 +171,22 @@ func (s *Store) writeLoop(w *writer) {
 		case req := <-s.writes:
 			batch = append(batch[:0], req)
 		}
+		rows := batch[0].rows
 	more:
-		for len(batch) < maxBatch {
+		for len(batch) < maxBatch && rows < maxBatchRows {
 			select {
 			case req := <-s.writes:
 				batch = append(batch, req)
+				rows += req.rows
 			default:
 				break more
 			}
 		}
 		s.commit(w, batch)
+		// The batch's array is reused: drop its requests, whose closures
+		// hold what they wrote (a step's output, its log), so that they
+		// are not kept reachable until a later batch overwrites them.
+		clear(batch)
 	}
 }
 

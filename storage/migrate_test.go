@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"reflect"
@@ -37,33 +38,6 @@ func schemaUpTo(t *testing.T, n int) fs.FS {
 		t.Fatalf("found %d of migrations 1..%d", len(out), n)
 	}
 	return out
-}
-
-// snapshot is everything a client can read of a store's tasks.
-type snapshot struct {
-	Tasks     []protocol.Task
-	Steps     map[string][]protocol.Step
-	Artifacts map[string][]protocol.Artifact
-}
-
-func takeSnapshot(t *testing.T, s *Store) snapshot {
-	t.Helper()
-	ctx := context.Background()
-	all := protocol.Page{Number: 1, Size: 1000}
-	tasks, _, err := s.ListTasks(ctx, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := snapshot{Tasks: tasks, Steps: map[string][]protocol.Step{}, Artifacts: map[string][]protocol.Artifact{}}
-	for _, task := range tasks {
-		if snap.Steps[task.TaskID], _, err = s.ListSteps(ctx, task.TaskID, all); err != nil {
-			t.Fatal(err)
-		}
-		if snap.Artifacts[task.TaskID], _, err = s.ListArtifacts(ctx, task.TaskID, all); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return snap
 }
 
 func schemaSQL(t *testing.T, s *Store, table string) string {
@@ -118,46 +92,116 @@ func describeTable(t *testing.T, s *Store, table string) []string {
 	return out
 }
 
-func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
-	old, err := openWith(ctx, dir, schemaUpTo(t, 2))
+// oldWrite runs statements on a store opened at an old schema, in one
+// transaction: rows are written with that schema's own SQL, not with
+// today's code.
+func oldWrite(t *testing.T, s *Store, stmts ...string) {
+	t.Helper()
+	err := s.inTx(context.Background(), 1, func(w db) error {
+		for _, q := range stmts {
+			if _, err := w.w.conn.ExecContext(w.ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		taskID := mustTask(t, old)
-		in, name := fmt.Sprintf("input %d", i), fmt.Sprintf("step %d", i)
-		planned := protocol.Step{TaskID: taskID, StepID: uuid.NewString(), Status: protocol.StatusCreated,
-			Input: &in, Name: &name, AdditionalInput: []byte(`{"n":1}`), CreatedAt: time.Now()}
-		if err := old.SaveStep(ctx, &planned, nil); err != nil {
-			t.Fatal(err)
-		}
-		out := fmt.Sprintf("output %d", i)
-		done := protocol.Step{TaskID: taskID, StepID: uuid.NewString(), Status: protocol.StatusCompleted,
-			Input: &in, AdditionalInput: []byte("{}"), Output: &out, AdditionalOutput: []byte(`{"ok":true}`),
-			IsLast: true, CreatedAt: time.Now()}
-		a := mustStage(t, old, taskID, out)
-		a.StepID = done.StepID
-		a.AgentCreated = true
-		if err := old.SaveStep(ctx, &done, []protocol.Artifact{a}); err != nil {
-			t.Fatal(err)
-		}
-		if err := old.AddArtifacts(ctx, taskID, []protocol.Artifact{mustStage(t, old, taskID, "upload")}, nil, 0); err != nil {
-			t.Fatal(err)
-		}
+}
+
+// dump lists a table's rows, in seq order, with the given columns.
+func dump(t *testing.T, s *Store, table, columns string) []string {
+	t.Helper()
+	rows, err := s.read.Query(`SELECT ` + columns + ` FROM ` + table + ` ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	return out
+}
+
+// schema2Rows writes, with schema 2's SQL, tasks with logs and plugin time,
+// planned and completed steps, and artifacts of steps and of uploads.
+func schema2Rows(t *testing.T, s *Store) (taskIDs []string) {
+	t.Helper()
+	var stmts []string
+	for i := range 5 {
+		task, planned, done := uuid.NewString(), uuid.NewString(), uuid.NewString()
+		taskIDs = append(taskIDs, task)
+		logs := "NULL"
+		if i%2 == 0 {
+			logs = fmt.Sprintf(`'[{"time":"2026-01-0%dT00:00:00Z","level":"info","message":"task %d"}]'`, i+1, i)
+		}
+		stmts = append(stmts,
+			fmt.Sprintf(`INSERT INTO tasks (id, input, additional_input, logs, created_at, plugin_ms) VALUES ('%s', 'input %d', '{"n":%d}', %s, %d, %d)`,
+				task, i, i, logs, 1700000000000+i, 7*i),
+			fmt.Sprintf(`INSERT INTO steps (id, task_id, name, status, input, additional_input, is_last, planned, created_at, updated_at)
+				VALUES ('%s', '%s', 'step %d', 'created', 'in', '{"n":1}', 0, 1, 1, 1)`, planned, task, i),
+			fmt.Sprintf(`INSERT INTO steps (id, task_id, status, input, additional_input, output, additional_output, is_last, planned, logs, created_at, updated_at)
+				VALUES ('%s', '%s', 'completed', 'in', '{}', 'output %d', '{"ok":true}', 1, 0, '[{"time":"2026-01-01T00:00:00Z","level":"warn","message":"m"}]', 2, 2)`, done, task, i),
+			fmt.Sprintf(`INSERT INTO artifacts (id, task_id, step_id, agent_created, file_name, relative_path, size, created_at)
+				VALUES ('%s', '%s', '%s', 1, 'out.txt', '', 3, 3)`, uuid.NewString(), task, done),
+			fmt.Sprintf(`INSERT INTO artifacts (id, task_id, agent_created, file_name, relative_path, size, created_at)
+				VALUES ('%s', '%s', 0, 'up.txt', 'd', 4, 4)`, uuid.NewString(), task),
+		)
+	}
+	oldWrite(t, s, stmts...)
+	return taskIDs
+}
+
+// Columns every schema has, to compare rows across migrations.
+const (
+	taskColumnsV1     = `id, input, additional_input, created_at`
+	stepColumnsV1     = `id, task_id, name, status, input, additional_input, output, additional_output, is_last, planned, logs, created_at, updated_at`
+	artifactColumnsV1 = `id, task_id, step_id, agent_created, file_name, relative_path, size, created_at`
+)
+
+func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema2Rows(t, old)
 	if !strings.Contains(schemaSQL(t, old, "tasks"), "AUTOINCREMENT") {
 		t.Fatal("schema 2 should still use AUTOINCREMENT")
 	}
-	before := takeSnapshot(t, old)
+	before := map[string][]string{
+		"tasks":     dump(t, old, "tasks", taskColumnsV1+", logs, plugin_ms"),
+		"steps":     dump(t, old, "steps", stepColumnsV1),
+		"artifacts": dump(t, old, "artifacts", artifactColumnsV1),
+	}
 	old.Close()
 
-	s := mustOpen(t, dir)
-	if after := takeSnapshot(t, s); !reflect.DeepEqual(before, after) {
-		t.Errorf("the migration changed what clients read:\nbefore %+v\nafter  %+v", before, after)
+	s, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
+	if err != nil {
+		t.Fatal(err)
 	}
-	fresh, err := openWith(ctx, t.TempDir(), schemaUpTo(t, 2))
+	defer s.Close()
+	after := map[string][]string{
+		"tasks":     dump(t, s, "tasks", taskColumnsV1+", logs, plugin_ms"),
+		"steps":     dump(t, s, "steps", stepColumnsV1),
+		"artifacts": dump(t, s, "artifacts", artifactColumnsV1),
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("the migration changed rows or their order:\nbefore %v\nafter  %v", before, after)
+	}
+	fresh, err := openWith(ctx, t.TempDir(), Config{}, schemaUpTo(t, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +215,83 @@ func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 		}
 	}
 	// References are still enforced, and new rows come after the old ones.
-	bad := protocol.Step{TaskID: uuid.NewString(), StepID: uuid.NewString(), Status: protocol.StatusCreated,
-		AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
-	if err := s.SaveStep(ctx, &bad, nil); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
-		t.Errorf("a step of a task that does not exist: %v, want a FOREIGN KEY error", err)
+	oldWriteErr := s.inTx(ctx, 1, func(w db) error {
+		_, err := w.w.conn.ExecContext(ctx, `INSERT INTO steps (id, task_id, status, additional_input, is_last, planned, created_at, updated_at)
+			VALUES ('x', 'no such task', 'created', '{}', 0, 0, 0, 0)`)
+		return err
+	})
+	if oldWriteErr == nil || !strings.Contains(oldWriteErr.Error(), "FOREIGN KEY") {
+		t.Errorf("a step of a task that does not exist: %v, want a FOREIGN KEY error", oldWriteErr)
 	}
-	newest := mustTask(t, s)
-	tasks, total, err := s.ListTasks(ctx, protocol.Page{Number: 1, Size: 100})
-	if err != nil || total != 6 || tasks[5].TaskID != newest {
-		t.Errorf("after the migration, a new task is not listed last: %d tasks, %v", total, err)
+	oldWrite(t, s, `INSERT INTO tasks (id, additional_input, created_at) VALUES ('newest', '{}', 9)`)
+	if ids := dump(t, s, "tasks", "id"); len(ids) != 6 || ids[5] != "newest" {
+		t.Errorf("after the migration, a new task is not listed last: %v", ids)
+	}
+}
+
+func TestMigrationToTaskLogRowsKeepsLogsTimeAndCounts(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := schema2Rows(t, old)
+	var logs []sql.NullString
+	for _, id := range ids {
+		var l sql.NullString
+		if err := old.reader(ctx).scanOne(`SELECT logs FROM tasks WHERE id = ?`, []any{id}, &l); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
+	before := map[string][]string{
+		"tasks":     dump(t, old, "tasks", taskColumnsV1),
+		"steps":     dump(t, old, "steps", stepColumnsV1),
+		"artifacts": dump(t, old, "artifacts", artifactColumnsV1),
+	}
+	old.Close()
+
+	s := mustOpen(t, dir)
+	after := map[string][]string{
+		"tasks":     dump(t, s, "tasks", taskColumnsV1),
+		"steps":     dump(t, s, "steps", stepColumnsV1),
+		"artifacts": dump(t, s, "artifacts", artifactColumnsV1),
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("the migration changed rows or their order:\nbefore %v\nafter  %v", before, after)
+	}
+	for i, id := range ids {
+		task, err := s.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Duration(7*i) * time.Millisecond; task.PluginTime != want {
+			t.Errorf("task %d: plugin time %v, want %v", i, task.PluginTime, want)
+		}
+		if task.StepCount != 2 {
+			t.Errorf("task %d: step count %d, want 2", i, task.StepCount)
+		}
+		got, err := s.TaskLogs(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := decodeLogs(logs[i])
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("task %d: logs %+v, want %+v", i, got, want)
+		}
+		if want := int64(len(logs[i].String)); task.LogBytes != want {
+			t.Errorf("task %d: log bytes %d, want %d", i, task.LogBytes, want)
+		}
+	}
+	// Logs appended after the migration follow the migrated ones.
+	more := []protocol.LogRecord{{Time: time.Unix(1, 0).UTC(), Level: "info", Message: "later"}}
+	if err := s.AddArtifacts(ctx, ids[0], nil, protocol.TaskLog{Records: more, Bytes: protocol.LogSize(more)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.TaskLogs(ctx, ids[0])
+	if len(got) != 2 || got[1].Message != "later" {
+		t.Errorf("logs after an append: %+v", got)
 	}
 }
 
@@ -194,10 +306,10 @@ func TestAMigrationThatBreaksAReferenceIsRefusedAndLeavesNothing(t *testing.T) {
 	broken["migrations/0002_orphan.sql"] = &fstest.MapFile{Data: []byte(`
 		INSERT INTO steps (id, task_id, status, additional_input, is_last, planned, created_at, updated_at)
 		VALUES ('orphan', 'no such task', 'created', '{}', 0, 0, 0, 0);`)}
-	if _, err := openWith(ctx, dir, broken); err == nil || !strings.Contains(err.Error(), "refers to a missing row of tasks") {
+	if _, err := openWith(ctx, dir, Config{}, broken); err == nil || !strings.Contains(err.Error(), "refers to a missing row of tasks") {
 		t.Fatalf("open with a migration that leaves an orphan: %v", err)
 	}
-	s, err := openWith(ctx, dir, good)
+	s, err := openWith(ctx, dir, Config{}, good)
 	if err != nil {
 		t.Fatalf("reopen at schema 1: %v", err)
 	}

@@ -17,7 +17,7 @@ const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_in
 // same id, together with the artifacts it created (their bytes staged with
 // StageArtifact), in one transaction.
 func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
-	err := s.inTx(ctx, func(w db) error {
+	err := s.inTx(ctx, 2+len(artifacts), func(w db) error {
 		logs, err := encodeLogs(st.Logs)
 		if err != nil {
 			return err
@@ -63,6 +63,10 @@ func insertStep(w db, st *protocol.Step) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), now)
+	if err != nil {
+		return err
+	}
+	_, err = w.exec(`UPDATE tasks SET step_count = step_count + 1 WHERE id = ?`, st.TaskID)
 	return err
 }
 
@@ -147,12 +151,13 @@ func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol
 		`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID)
 }
 
-// addPluginTime adds to the time a task's handler calls have used.
+// addPluginTime adds to the time a task's handler calls have used, to the
+// nanosecond: a call of 0.3 ms counts 0.3 ms.
 func addPluginTime(w db, taskID string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	_, err := w.exec(`UPDATE tasks SET plugin_ms = plugin_ms + ? WHERE id = ?`, d.Milliseconds(), taskID)
+	_, err := w.exec(`UPDATE tasks SET plugin_ns = plugin_ns + ? WHERE id = ?`, int64(d), taskID)
 	return err
 }
 
@@ -189,9 +194,9 @@ func scanSteps(rows *sql.Rows) ([]protocol.Step, error) {
 		}
 		if n := len(steps); n == 0 || steps[n-1].StepID != st.StepID {
 			st.Name, st.Input, st.Output = nullString(name), nullString(input), nullString(output)
-			st.AdditionalInput = json.RawMessage(addlIn)
+			st.AdditionalInput = rawJSON(addlIn)
 			if addlOut.Valid {
-				st.AdditionalOutput = json.RawMessage(addlOut.String)
+				st.AdditionalOutput = rawJSON(addlOut.String)
 			}
 			st.IsLast, st.Planned = isLast, planned
 			st.CreatedAt = time.UnixMilli(created)

@@ -25,7 +25,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -48,19 +50,35 @@ type Store struct {
 	write  *sql.DB // one connection, used by the writer goroutine only
 	read   *sql.DB // a pool of query-only connections
 	lock   *os.File
+	floor  *diskFloor
+	log    *slog.Logger
 	closed bool
 	writerState
+}
+
+// Config tunes a Store. The zero Config keeps no disk floor and logs
+// nothing.
+type Config struct {
+	// MinFreeDisk is the free space, in bytes, that writes must leave on
+	// the data directory's file system; a write that would go below is
+	// refused with protocol.EINSUFFICIENT. AutoMinFreeDisk: the smaller of
+	// 1 GiB and 5% of the file system. 0: no floor.
+	MinFreeDisk int64
+	// Log receives what the store had to set aside rather than lose (a
+	// workspace file an upload's rollback could not put back) and errors
+	// nobody else sees.
+	Log *slog.Logger
 }
 
 // Open opens (creating if needed) the data directory dir, takes its lock,
 // brings the database schema up to date and finishes or removes artifact
 // bytes a killed process left staged.
-func Open(ctx context.Context, dir string) (*Store, error) {
-	return openWith(ctx, dir, migrations)
+func Open(ctx context.Context, dir string, cfg Config) (*Store, error) {
+	return openWith(ctx, dir, cfg, migrations)
 }
 
 // openWith is Open with the migrations in schema (migrations/NNNN_*.sql).
-func openWith(ctx context.Context, dir string, schema fs.FS) (*Store, error) {
+func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
 	}
@@ -73,7 +91,15 @@ func openWith(ctx context.Context, dir string, schema fs.FS) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, lock: lock, writerState: writerState{
+	floor, err := newDiskFloor(dir, cfg.MinFreeDisk)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Store{dir: dir, lock: lock, floor: floor, log: cfg.Log, writerState: writerState{
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}
 	if err := s.open(ctx, schema); err != nil {
@@ -124,10 +150,11 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	if err := s.read.PingContext(ctx); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	if err := s.recoverStaging(ctx); err != nil {
+	unsettled, err := s.recoverStaging(ctx)
+	if err != nil {
 		return err
 	}
-	return s.sweepWorkspaceTemps()
+	return s.sweepWorkspaceTemps(unsettled)
 }
 
 // Close closes the database and releases the directory's lock.
@@ -158,6 +185,10 @@ func (s *Store) Close() error {
 
 // Dir returns the data directory.
 func (s *Store) Dir() string { return s.dir }
+
+// MinFreeDisk is the free space, in bytes, that writes leave on the data
+// directory's file system (0: no floor).
+func (s *Store) MinFreeDisk() int64 { return s.floor.Min() }
 
 // lockDir takes an exclusive, non-blocking flock on dir/LOCK so that two
 // processes never share a data directory.
@@ -300,11 +331,14 @@ func (s *Store) artifactPath(taskID, artifactID string) string {
 
 // recoverStaging finishes what a killed process left in staging/: uploads
 // placed in a workspace are kept or rolled back, bytes of a recorded
-// artifact move into place, anything else is removed.
-func (s *Store) recoverStaging(ctx context.Context) error {
+// artifact move into place, anything else is removed. It returns the
+// placements it could not settle (the host's I/O failed), whose journal,
+// staged bytes and replaced file stay for the next start: it logs them and
+// goes on rather than refuse to start.
+func (s *Store) recoverStaging(ctx context.Context) (unsettled map[string]bool, err error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "staging"))
 	if err != nil {
-		return fmt.Errorf("read staging directory: %w", err)
+		return nil, fmt.Errorf("read staging directory: %w", err)
 	}
 	recorded := func(id string) (string, bool, error) {
 		var taskID string
@@ -314,6 +348,7 @@ func (s *Store) recoverStaging(ctx context.Context) error {
 		}
 		return taskID, err == nil, err
 	}
+	unsettled = map[string]bool{}
 	// Placements first: rolling one back needs its staged bytes.
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".ws")
@@ -322,32 +357,34 @@ func (s *Store) recoverStaging(ctx context.Context) error {
 		}
 		_, rec, err := recorded(id)
 		if err != nil {
-			return fmt.Errorf("recover staged %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("recover staged %s: %w", e.Name(), err)
 		}
 		if err := s.recoverPlacement(id, rec); err != nil {
-			return fmt.Errorf("recover staged %s: %w", e.Name(), err)
+			s.log.Error("an upload a stopped process left half done could not be settled; it is kept as it is and the next start tries again",
+				"journal", filepath.Join(s.dir, "staging", e.Name()), "err", err)
+			unsettled[id] = true
 		}
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".ws") {
+		if strings.HasSuffix(name, ".ws") || unsettled[name] {
 			continue
 		}
 		taskID, rec, err := recorded(name)
 		switch {
 		case err != nil:
-			return fmt.Errorf("recover staged %s: %w", name, err)
+			return nil, fmt.Errorf("recover staged %s: %w", name, err)
 		case rec:
 			if err := s.promote(taskID, name); err != nil {
-				return fmt.Errorf("recover staged %s: %w", name, err)
+				return nil, fmt.Errorf("recover staged %s: %w", name, err)
 			}
 		default:
 			if err := os.RemoveAll(filepath.Join(s.dir, "staging", name)); err != nil {
-				return fmt.Errorf("remove staged %s: %w", name, err)
+				return nil, fmt.Errorf("remove staged %s: %w", name, err)
 			}
 		}
 	}
-	return nil
+	return unsettled, nil
 }
 
 // syncDir makes a directory's entries (a rename, a new file) durable.

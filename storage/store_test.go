@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +22,7 @@ func mustOpen(t *testing.T, dir string) *Store {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	s, err := Open(context.Background(), dir)
+	s, err := Open(context.Background(), dir, Config{})
 	if err != nil {
 		t.Fatalf("open %s: %v", dir, err)
 	}
@@ -68,7 +71,7 @@ func readArtifact(t *testing.T, s *Store, a protocol.Artifact) string {
 func TestADataDirectoryServesOneProcess(t *testing.T) {
 	dir := t.TempDir()
 	mustOpen(t, dir)
-	if _, err := Open(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "in use by another agentrt process") {
+	if _, err := Open(context.Background(), dir, Config{}); err == nil || !strings.Contains(err.Error(), "in use by another agentrt process") {
 		t.Fatalf("second open: %v", err)
 	}
 }
@@ -82,7 +85,7 @@ func TestMigrationsRunOnceAndANewerSchemaIsRefused(t *testing.T) {
 	if _, err := s.GetTask(context.Background(), id); err != nil {
 		t.Fatalf("task after reopening: %v", err)
 	}
-	err := s.inTx(context.Background(), func(w db) error {
+	err := s.inTx(context.Background(), 1, func(w db) error {
 		_, err := w.exec(`INSERT INTO schema_migrations (version, name) VALUES (99, 'future')`)
 		return err
 	})
@@ -90,7 +93,7 @@ func TestMigrationsRunOnceAndANewerSchemaIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := Open(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "newer than this agentrt knows") {
+	if _, err := Open(context.Background(), dir, Config{}); err == nil || !strings.Contains(err.Error(), "newer than this agentrt knows") {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
 }
@@ -101,7 +104,7 @@ func TestRecoveryRemovesUnrecordedBytesAndPromotesRecordedOnes(t *testing.T) {
 	taskID := mustTask(t, s)
 	orphan := mustStage(t, s, taskID, "never recorded")
 	kept := mustStage(t, s, taskID, "recorded")
-	if err := s.AddArtifacts(context.Background(), taskID, []protocol.Artifact{kept}, nil, 0); err != nil {
+	if err := s.AddArtifacts(context.Background(), taskID, []protocol.Artifact{kept}, protocol.TaskLog{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// As if the process died between the commit and the move out of staging.
@@ -142,7 +145,7 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 			if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.AddArtifacts(ctx, taskID, []protocol.Artifact{a}, nil, 0); err != nil {
+			if err := s.AddArtifacts(ctx, taskID, []protocol.Artifact{a}, protocol.TaskLog{}, 0); err != nil {
 				t.Fatal(err)
 			}
 		}, "new"},
@@ -231,35 +234,202 @@ func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T
 	}
 }
 
-func TestAPlacementThatCannotBeRolledBackStopsOpenAndLosesNothing(t *testing.T) {
+// logTo returns a logger writing to buf, for tests that check what a
+// store logged.
+func logTo(buf *bytes.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, nil))
+}
+
+// quarantined returns the file a rollback set aside for artifact id, and
+// the path its note says it came from.
+func quarantined(t *testing.T, s *Store, taskID, id string) (data, path string) {
+	t.Helper()
+	dir := filepath.Join(s.workspaceDir(taskID), quarantineDir)
+	b, err := os.ReadFile(filepath.Join(dir, id))
+	if err != nil {
+		t.Fatalf("nothing in quarantine: %v", err)
+	}
+	var note quarantineNote
+	raw, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil || json.Unmarshal(raw, &note) != nil {
+		t.Fatalf("quarantine note: %s %v", raw, err)
+	}
+	if note.TaskID != taskID {
+		t.Errorf("note names task %q", note.TaskID)
+	}
+	return string(b), note.Path
+}
+
+// What an artifact handler can do to the path of the upload it handles,
+// before failing: each leaves the rollback unable to put the replaced
+// file back where it was.
+var handlerMischief = []struct {
+	name  string
+	path  string
+	do    func(t *testing.T, files string)
+	check func(t *testing.T, s *Store, taskID string)
+}{
+	{"a non-empty directory where the file was", "a.txt", func(t *testing.T, files string) {
+		must(t, os.Remove(filepath.Join(files, "a.txt")))
+		must(t, os.MkdirAll(filepath.Join(files, "a.txt", "x"), 0o750))
+		must(t, os.WriteFile(filepath.Join(files, "a.txt", "x", "f"), []byte("mine"), 0o640))
+	}, func(t *testing.T, s *Store, taskID string) {
+		if b, err := s.ReadFile(taskID, "a.txt/x/f", 100); err != nil || string(b) != "mine" {
+			t.Errorf("the handler's file: %q %v", b, err)
+		}
+	}},
+	{"a file where a directory of the path was", "d/a.txt", func(t *testing.T, files string) {
+		must(t, os.RemoveAll(filepath.Join(files, "d")))
+		must(t, os.WriteFile(filepath.Join(files, "d"), []byte("mine"), 0o640))
+	}, func(t *testing.T, s *Store, taskID string) {
+		if b, err := s.ReadFile(taskID, "d", 100); err != nil || string(b) != "mine" {
+			t.Errorf("the handler's file: %q %v", b, err)
+		}
+	}},
+	{"its own file in place of the upload", "a.txt", func(t *testing.T, files string) {
+		must(t, os.Remove(filepath.Join(files, "a.txt")))
+		must(t, os.WriteFile(filepath.Join(files, "a.txt"), []byte("mine"), 0o640))
+	}, func(t *testing.T, s *Store, taskID string) {
+		if b, err := s.ReadFile(taskID, "a.txt", 100); err != nil || string(b) != "mine" {
+			t.Errorf("the handler's file: %q %v", b, err)
+		}
+	}},
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestARollbackBlockedByTheArtifactHandlerQuarantinesTheReplacedFile(t *testing.T) {
+	for _, tc := range handlerMischief {
+		t.Run(tc.name, func(t *testing.T) {
+			var log bytes.Buffer
+			s, err := Open(context.Background(), t.TempDir(), Config{Log: logTo(&log)})
+			must(t, err)
+			defer s.Close()
+			taskID := mustTask(t, s)
+			must(t, s.WriteFile(taskID, tc.path, []byte("old")))
+			a := mustStage(t, s, taskID, "new")
+			p, err := s.PlaceUpload(taskID, tc.path, a.ArtifactID)
+			must(t, err)
+			tc.do(t, filepath.Join(s.workspaceDir(taskID), filesDir))
+			if err := p.Rollback(); err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			tc.check(t, s, taskID) // the handler's work stays
+			if data, path := quarantined(t, s, taskID, a.ArtifactID); data != "old" || path != tc.path {
+				t.Errorf("quarantined %q from %q, want the old file from %q", data, path, tc.path)
+			}
+			if n := strings.Count(log.String(), "kept aside"); n != 1 || !strings.Contains(log.String(), taskID) {
+				t.Errorf("logged %d times, want once with the task:\n%s", n, log.String())
+			}
+			if _, err := os.Stat(s.journalPath(a.ArtifactID)); !os.IsNotExist(err) {
+				t.Errorf("the journal is still there: %v", err)
+			}
+			// The quarantined file is the task's: it counts in its usage.
+			bytes, _, err := s.WorkspaceUsage(taskID)
+			if err != nil || bytes < int64(len("old")+len("mine")) {
+				t.Errorf("usage %d bytes (%v): the quarantined file is not counted", bytes, err)
+			}
+		})
+	}
+}
+
+func TestARollbackPutsTheReplacedFileBackWhereTheHandlerLeftThePlaceFree(t *testing.T) {
+	s := mustOpen(t, "")
+	taskID := mustTask(t, s)
+	must(t, s.WriteFile(taskID, "d/e/a.txt", []byte("old")))
+	a := mustStage(t, s, taskID, "new")
+	p, err := s.PlaceUpload(taskID, "d/e/a.txt", a.ArtifactID)
+	must(t, err)
+	// The handler deletes the upload; its directories go with it.
+	if _, err := s.RemoveFile(taskID, "d/e/a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, p.Rollback())
+	if b, err := s.ReadFile(taskID, "d/e/a.txt", 100); err != nil || string(b) != "old" {
+		t.Errorf("after rollback d/e/a.txt = %q (%v), want the old file back", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.workspaceDir(taskID), quarantineDir)); !os.IsNotExist(err) {
+		t.Errorf("something was quarantined: %v", err)
+	}
+}
+
+func TestStartupQuarantinesAPlacementItCannotRollBackAndStarts(t *testing.T) {
+	for _, tc := range handlerMischief {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, dir)
+			taskID := mustTask(t, s)
+			must(t, s.WriteFile(taskID, tc.path, []byte("old")))
+			a := mustStage(t, s, taskID, "new")
+			if _, err := s.PlaceUpload(taskID, tc.path, a.ArtifactID); err != nil {
+				t.Fatal(err)
+			}
+			tc.do(t, filepath.Join(s.workspaceDir(taskID), filesDir))
+			s.Close() // killed before the artifact was recorded
+
+			var log bytes.Buffer
+			s, err := Open(context.Background(), dir, Config{Log: logTo(&log)})
+			if err != nil {
+				t.Fatalf("open after a placement the plugin made impossible to roll back: %v", err)
+			}
+			defer s.Close()
+			tc.check(t, s, taskID)
+			if data, path := quarantined(t, s, taskID, a.ArtifactID); data != "old" || path != tc.path {
+				t.Errorf("quarantined %q from %q", data, path)
+			}
+			if !strings.Contains(log.String(), "kept aside") || !strings.Contains(log.String(), taskID) {
+				t.Errorf("not logged with its task:\n%s", log.String())
+			}
+			if entries, _ := os.ReadDir(filepath.Join(dir, "staging")); len(entries) != 0 {
+				t.Errorf("staging holds %d entries after recovery", len(entries))
+			}
+		})
+	}
+}
+
+func TestAPlacementTheHostCannotSettleIsKeptForTheNextStartWhichStillStarts(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, dir)
 	taskID := mustTask(t, s)
-	if err := s.WriteFile(taskID, "a.txt", []byte("old")); err != nil {
-		t.Fatal(err)
-	}
+	must(t, s.WriteFile(taskID, "a.txt", []byte("old")))
 	a := mustStage(t, s, taskID, "new")
 	if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 		t.Fatal(err)
 	}
-	s.Close() // killed before the artifact was recorded
-	// Something now stands where the old file must go back.
 	placed := filepath.Join(s.workspaceDir(taskID), filesDir, "a.txt")
-	if err := os.Remove(placed); err != nil {
-		t.Fatal(err)
+	must(t, os.Remove(placed))
+	must(t, os.MkdirAll(filepath.Join(placed, "x"), 0o750))
+	// The quarantine cannot be made (as if the host's disk failed there).
+	blocker := filepath.Join(s.workspaceDir(taskID), quarantineDir)
+	must(t, os.WriteFile(blocker, nil, 0o640))
+	s.Close()
+
+	var log bytes.Buffer
+	s, err := Open(context.Background(), dir, Config{Log: logTo(&log)})
+	if err != nil {
+		t.Fatalf("open: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Join(placed, "x"), 0o750); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(log.String(), "next start tries again") {
+		t.Errorf("the unsettled placement was not logged:\n%s", log.String())
 	}
-	if _, err := Open(context.Background(), dir); err == nil || !strings.Contains(err.Error(), `restore "a.txt"`) {
-		t.Fatalf("open with a placement that cannot be rolled back: %v", err)
+	// Nothing of it was swept away meanwhile.
+	if _, err := os.Stat(s.journalPath(a.ArtifactID)); err != nil {
+		t.Errorf("the journal is gone: %v", err)
 	}
-	if err := os.RemoveAll(placed); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(s.workspaceDir(taskID), backupName(a.ArtifactID))); err != nil {
+		t.Errorf("the replaced file is gone: %v", err)
 	}
+	s.Close()
+
+	must(t, os.Remove(blocker))
 	s = mustOpen(t, dir)
-	if b, err := s.ReadFile(taskID, "a.txt", 100); err != nil || string(b) != "old" {
-		t.Errorf("after the second open a.txt = %q (%v), want the old file back", b, err)
+	if data, _ := quarantined(t, s, taskID, a.ArtifactID); data != "old" {
+		t.Errorf("quarantined %q, want the old file", data)
 	}
 }
 
@@ -385,7 +555,7 @@ func TestACorruptDatabaseFailsOpenWithAnError(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Open(context.Background(), dir)
+		_, err := Open(context.Background(), dir, Config{})
 		done <- err
 	}()
 	select {

@@ -5,25 +5,36 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/protocol"
 )
 
-// CreateTask records a new task with the steps its task handler planned and
-// the artifacts it created (their bytes staged with StageArtifact), in one
-// transaction.
+// CreateTask records a new task with the steps its task handler planned,
+// the artifacts it created (their bytes staged with StageArtifact) and its
+// log, in one transaction.
 func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []protocol.Step, artifacts []protocol.Artifact) error {
 	logs, err := encodeLogs(t.Logs)
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, func(w db) error {
+	logBytes := t.LogBytes
+	if logBytes == 0 {
+		logBytes = protocol.LogSize(t.Logs)
+	}
+	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (id, input, additional_input, logs, created_at, plugin_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-			t.TaskID, t.Input, string(t.AdditionalInput), logs, millis(t.CreatedAt), t.PluginTime.Milliseconds())
+			`INSERT INTO tasks (id, input, additional_input, created_at, plugin_ns, log_bytes) VALUES (?, ?, ?, ?, ?, ?)`,
+			t.TaskID, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes)
 		if err != nil {
 			return err
+		}
+		if logs != nil {
+			if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, t.TaskID, logs, logBytes); err != nil {
+				return err
+			}
 		}
 		for i := range planned {
 			if err := insertStep(w, &planned[i]); err != nil {
@@ -42,7 +53,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 // GetTask returns a task with its artifacts, or protocol.ENOTFOUND.
 func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, error) {
 	rows, err := s.reader(ctx).query(`
-		SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
+		SELECT `+taskColumns+`, `+artifactColumns("a")+`
 		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
 		WHERE t.id = ?
 		ORDER BY a.seq`, taskID)
@@ -73,7 +84,7 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 		}
 		rows, err := r.query(`
 			WITH page AS (SELECT * FROM tasks ORDER BY seq LIMIT ? OFFSET ?)
-			SELECT t.id, t.input, t.additional_input, t.created_at, t.plugin_ms, `+artifactColumns("a")+`
+			SELECT `+taskColumns+`, `+artifactColumns("a")+`
 			FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
 			ORDER BY t.seq, a.seq`, p.Size, p.Offset())
 		if err != nil {
@@ -88,10 +99,56 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 	return tasks, total, nil
 }
 
-// TaskLogs returns what the task handler logged when the task was created.
+// taskColumns are a task's columns, from the table aliased t, as
+// scanTasks reads them.
+const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count`
+
+// TaskLogs returns the task's log: what its task handler and artifact
+// handlers logged, in order; protocol.ENOTFOUND when there is no such task.
 func (s *Store) TaskLogs(ctx context.Context, taskID string) ([]protocol.LogRecord, error) {
-	return s.readLogs(ctx, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID),
-		`SELECT logs FROM tasks WHERE id = ?`, taskID)
+	logs := []protocol.LogRecord{}
+	err := s.readTx(ctx, func(r db) error {
+		if err := taskExists(r, taskID); err != nil {
+			return err
+		}
+		rows, err := r.query(`SELECT records FROM task_logs WHERE task_id = ? ORDER BY seq`, taskID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var records sql.NullString
+			if err := rows.Scan(&records); err != nil {
+				return err
+			}
+			some, err := decodeLogs(records)
+			if err != nil {
+				return err
+			}
+			logs = append(logs, some...)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("task logs: %w", err)
+	}
+	return logs, nil
+}
+
+// appendTaskLog adds one handler call's log records to a task's log.
+func appendTaskLog(w db, taskID string, log protocol.TaskLog) error {
+	if len(log.Records) == 0 {
+		return nil
+	}
+	enc, err := encodeLogs(log.Records)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, taskID, enc, log.Bytes); err != nil {
+		return err
+	}
+	_, err = w.exec(`UPDATE tasks SET log_bytes = log_bytes + ? WHERE id = ?`, log.Bytes, taskID)
+	return err
 }
 
 // scanTasks reads rows of a task joined with its artifacts (one row per
@@ -109,14 +166,14 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 			used    int64
 			a       artifactRow
 		)
-		if err := rows.Scan(append([]any{&t.TaskID, &input, &addl, &created, &used}, a.dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount}, a.dest()...)...); err != nil {
 			return nil, err
 		}
 		if n := len(tasks); n == 0 || tasks[n-1].TaskID != t.TaskID {
 			t.Input = nullString(input)
-			t.AdditionalInput = json.RawMessage(addl)
+			t.AdditionalInput = rawJSON(addl)
 			t.CreatedAt = time.UnixMilli(created)
-			t.PluginTime = time.Duration(used) * time.Millisecond
+			t.PluginTime = time.Duration(used)
 			t.Artifacts = []protocol.Artifact{}
 			tasks = append(tasks, t)
 		}
@@ -126,6 +183,17 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 		}
 	}
 	return tasks, rows.Err()
+}
+
+// rawJSON is a stored JSON value as it is served. Values stored before
+// agentrt checked UTF-8 may hold invalid bytes, always inside strings (JSON
+// is ASCII outside them); they are served as U+FFFD, so that every answer
+// stays valid JSON.
+func rawJSON(s string) json.RawMessage {
+	if utf8.ValidString(s) {
+		return json.RawMessage(s)
+	}
+	return json.RawMessage(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 func nullString(s sql.NullString) *string {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/google/uuid"
@@ -20,16 +21,19 @@ import (
 // A task's workspace is the directory workspaces/<task>, opened as an
 // os.Root so that no name can resolve outside it. Its files are under
 // files/; .tmp/ holds files being written and the previous version of a
-// file an upload is replacing. Paths reach here cleaned by
-// protocol.CleanFilePath; os.Root is the second line of defence.
+// file an upload is replacing; quarantine/ holds a replaced file that an
+// upload's rollback could not put back (see rollbackPlacement). Paths
+// reach here cleaned by protocol.CleanFilePath; os.Root is the second line
+// of defence.
 //
 // Files are written whole and swapped in with a rename, never modified in
 // place: an artifact's bytes may be a hard link to a workspace file (or the
 // other way round), and must not change when the file does.
 
 const (
-	filesDir = "files"
-	tmpDir   = ".tmp"
+	filesDir      = "files"
+	tmpDir        = ".tmp"
+	quarantineDir = "quarantine"
 )
 
 func (s *Store) workspaceDir(taskID string) string {
@@ -62,39 +66,66 @@ func (s *Store) openWorkspace(taskID string, create bool) (*os.Root, error) {
 	return root, nil
 }
 
-// ReadFile returns the bytes of a workspace file, refusing files over max
-// bytes.
-func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
+// ReadFileInto reads the workspace file name into buf if it fits, and
+// returns its size either way: a file larger than buf is not read. The host
+// allocates nothing for the bytes; buf is typically the plugin's own
+// memory. Workspace files are replaced whole, never changed in place, so
+// the size read is the size of the bytes read.
+func (s *Store) ReadFileInto(taskID, name string, buf []byte) (int64, error) {
 	root, err := s.openWorkspace(taskID, false)
 	if err != nil {
-		return nil, workspaceError(name, err)
+		return 0, workspaceError(name, err)
 	}
 	defer root.Close()
 	f, err := root.Open(filesDir + "/" + name)
 	if err != nil {
-		return nil, workspaceError(name, err)
+		return 0, workspaceError(name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, workspaceError(name, err)
+		return 0, workspaceError(name, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+		return 0, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
 	}
-	if fi.Size() > max {
-		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size(), max)
+	size := fi.Size()
+	if size > int64(len(buf)) {
+		return size, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if _, err := io.ReadFull(f, buf[:size]); err != nil {
+		return 0, workspaceError(name, err)
+	}
+	return size, nil
+}
+
+// ReadFile returns the bytes of a workspace file, refusing files over max
+// bytes (ETOOLARGE) before reading them.
+func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
+	fi, err := s.StatFile(taskID, name)
 	if err != nil {
-		return nil, workspaceError(name, err)
+		return nil, err
 	}
-	return b, nil
+	if fi.Size > max {
+		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size, max)
+	}
+	buf := make([]byte, fi.Size)
+	n, err := s.ReadFileInto(taskID, name, buf)
+	if err != nil {
+		return nil, err
+	}
+	if n > int64(len(buf)) { // replaced meanwhile by a larger file
+		return nil, protocol.Errorf(protocol.EUNAVAILABLE, "%q changed while it was read", name)
+	}
+	return buf[:n], nil
 }
 
 // WriteFile creates or replaces a workspace file, making its directories,
 // and syncs it.
 func (s *Store) WriteFile(taskID, name string, data []byte) error {
+	if err := s.floor.reserve(int64(len(data))); err != nil {
+		return err
+	}
 	root, err := s.openWorkspace(taskID, true)
 	if err != nil {
 		return workspaceError(name, err)
@@ -177,6 +208,45 @@ func (s *Store) StatFile(taskID, name string) (protocol.FileInfo, error) {
 	return protocol.FileInfo{Path: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
+// PathState says what writing the workspace file name would change: the
+// file it replaces, if any, and the directories it would make. A directory
+// at name, or a file where one of its directories should be, is EBADPATH:
+// the write would fail.
+func (s *Store) PathState(taskID, name string) (protocol.PathState, error) {
+	var st protocol.PathState
+	root, err := s.openWorkspace(taskID, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		st.MissingDirs = strings.Count(name, "/")
+		return st, nil
+	} else if err != nil {
+		return st, workspaceError(name, err)
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(filesDir + "/" + name); err == nil {
+		if !fi.Mode().IsRegular() {
+			return st, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
+		}
+		st.Exists, st.Size = true, fi.Size()
+		return st, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return st, workspaceError(name, err)
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		fi, err := root.Lstat(filesDir + "/" + dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			st.MissingDirs++
+			continue
+		} else if err != nil {
+			return st, workspaceError(name, err)
+		}
+		if !fi.IsDir() {
+			return st, protocol.Errorf(protocol.EBADPATH, "a directory in %q is a file", name)
+		}
+		break
+	}
+	return st, nil
+}
+
 // regularFile describes the workspace file name, refusing anything that is
 // not a regular file (a directory, or a link planted in the workspace).
 func regularFile(root *os.Root, name string) (fs.FileInfo, error) {
@@ -190,25 +260,27 @@ func regularFile(root *os.Root, name string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// RemoveFile removes a workspace file, and the directories it leaves empty.
-func (s *Store) RemoveFile(taskID, name string) error {
+// RemoveFile removes a workspace file, and the directories it leaves
+// empty, and returns how many directories it removed.
+func (s *Store) RemoveFile(taskID, name string) (removedDirs int, err error) {
 	root, err := s.openWorkspace(taskID, false)
 	if err != nil {
-		return workspaceError(name, err)
+		return 0, workspaceError(name, err)
 	}
 	defer root.Close()
 	if _, err := regularFile(root, name); err != nil {
-		return err
+		return 0, err
 	}
 	if err := root.Remove(filesDir + "/" + name); err != nil {
-		return workspaceError(name, err)
+		return 0, workspaceError(name, err)
 	}
 	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 		if root.Remove(filesDir+"/"+dir) != nil {
 			break // not empty
 		}
+		removedDirs++
 	}
-	return syncRootDir(root, filesDir)
+	return removedDirs, syncRootDir(root, filesDir)
 }
 
 // ListFiles lists the workspace files whose path starts with prefix, in
@@ -224,13 +296,44 @@ func (s *Store) ListFiles(taskID, prefix string) ([]protocol.FileInfo, error) {
 	return files, err
 }
 
-// WorkspaceUsage is the total size and number of a task's workspace files.
-func (s *Store) WorkspaceUsage(taskID string) (bytes int64, files int, err error) {
-	err = s.walkWorkspace(taskID, func(_ string, fi fs.FileInfo) {
-		bytes += fi.Size()
-		files++
-	})
-	return bytes, files, err
+// WorkspaceUsage is what a task's workspace holds against its quota: the
+// bytes of its files, and its entries, files and directories alike (a
+// directory takes an inode and a block like a file). Files an upload's
+// rollback set aside in quarantine/ count too: they are the task's.
+func (s *Store) WorkspaceUsage(taskID string) (bytes int64, entries int, err error) {
+	root, err := s.openWorkspace(taskID, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, nil // nothing written yet
+	} else if err != nil {
+		return 0, 0, fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	for _, top := range []string{filesDir, quarantineDir} {
+		err = fs.WalkDir(root.FS(), top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && p == top {
+					return fs.SkipDir
+				}
+				return err
+			}
+			if p == top {
+				return nil
+			}
+			entries++
+			if d.Type().IsRegular() {
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				bytes += fi.Size()
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("walk workspace: %w", err)
+		}
+	}
+	return bytes, entries, nil
 }
 
 // walkWorkspace calls fn for every regular file of a task's workspace.
@@ -267,12 +370,13 @@ func (s *Store) walkWorkspace(taskID string, fn func(name string, fi fs.FileInfo
 
 // sweepWorkspaceTemps removes what a killed process left in the .tmp/ of
 // every workspace: files it was writing, and the replaced files of
-// placements that recoverStaging has just settled (a placement it could
-// not settle fails Open before this runs). Nothing in this process uses
-// .tmp/ before the store is open. It costs one directory read per
-// workspace at start-up; entries of workspaces/ that are not directories
-// are not workspaces and are left alone.
-func (s *Store) sweepWorkspaceTemps() error {
+// placements that recoverStaging has just settled. What belongs to a
+// placement it could not settle (unsettled, by artifact id) stays for the
+// next start. Nothing in this process uses .tmp/ before the store is open.
+// It costs one directory read per workspace at start-up; entries of
+// workspaces/ that are not directories are not workspaces and are left
+// alone.
+func (s *Store) sweepWorkspaceTemps(unsettled map[string]bool) error {
 	workspaces, err := os.ReadDir(filepath.Join(s.dir, "workspaces"))
 	if err != nil {
 		return fmt.Errorf("read workspaces: %w", err)
@@ -281,14 +385,14 @@ func (s *Store) sweepWorkspaceTemps() error {
 		if !w.IsDir() {
 			continue
 		}
-		if err := sweepTemps(filepath.Join(s.dir, "workspaces", w.Name())); err != nil {
+		if err := sweepTemps(filepath.Join(s.dir, "workspaces", w.Name()), unsettled); err != nil {
 			return fmt.Errorf("sweep %s: %w", filepath.Join("workspaces", w.Name(), tmpDir), err)
 		}
 	}
 	return nil
 }
 
-func sweepTemps(workspace string) error {
+func sweepTemps(workspace string, unsettled map[string]bool) error {
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
 		return err
@@ -309,6 +413,9 @@ func sweepTemps(workspace string) error {
 		return err
 	}
 	for _, name := range names {
+		if unsettled[strings.TrimPrefix(name, "backup-")] {
+			continue
+		}
 		if err := root.RemoveAll(tmpDir + "/" + name); err != nil {
 			return err
 		}
@@ -428,15 +535,25 @@ func (p *placement) Commit() {
 	os.Remove(p.s.journalPath(p.artifactID))
 }
 
-// Rollback removes the placed file and restores what was there before. If
-// that fails, the journal stays and the next Open tries again.
-func (p *placement) Rollback() {
-	p.s.rollbackPlacement(p.taskID, p.name, p.artifactID)
+// Rollback removes the placed file and restores what was there before (see
+// rollbackPlacement). An error means the journal stays and the next Open
+// tries again; nothing is lost either way.
+func (p *placement) Rollback() error {
+	return p.s.rollbackPlacement(p.taskID, p.name, p.artifactID)
 }
 
-// rollbackPlacement undoes a placement and then removes its journal; on
-// any failure the journal stays, so the replaced file, kept in .tmp/, is
-// never lost.
+// rollbackPlacement undoes a placement: the upload leaves the workspace,
+// the file it replaced comes back, and the journal goes.
+//
+// An artifact handler runs between placement and rollback and may change
+// the path: its work stays, as a failed step's does. So the replaced file
+// comes back only where the place is free (the upload still there, or
+// nothing); where the handler put something else in its way (its own file,
+// a directory, a file where a directory of the path was), the replaced
+// file is quarantined instead: moved to the workspace's quarantine/ with a
+// note of its path, and logged once. Any other failure (the host's I/O)
+// returns an error and keeps the journal, so the next Open tries again:
+// the replaced file, kept in .tmp/ meanwhile, is never lost.
 func (s *Store) rollbackPlacement(taskID, name, artifactID string) error {
 	root, err := s.openWorkspace(taskID, false)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -445,21 +562,101 @@ func (s *Store) rollbackPlacement(taskID, name, artifactID string) error {
 		return fmt.Errorf("roll back the upload at %q: %w", name, err)
 	}
 	defer root.Close()
+	dst := filesDir + "/" + name
+	placed := s.isPlaced(root, name, artifactID)
+	if placed {
+		if err := root.Remove(dst); err != nil {
+			return fmt.Errorf("remove the upload at %q: %w", name, err)
+		}
+	}
 	if _, err := root.Lstat(backupName(artifactID)); err == nil {
-		if err := root.Rename(backupName(artifactID), filesDir+"/"+name); err != nil {
-			return fmt.Errorf("restore %q: %w", name, err)
+		if err := restoreBackup(root, name, artifactID); err != nil {
+			if !blockedBy(err) {
+				return fmt.Errorf("restore %q: %w", name, err)
+			}
+			if err := s.quarantine(root, taskID, name, artifactID, err); err != nil {
+				return fmt.Errorf("restore %q: %w", name, err)
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("restore %q: %w", name, err)
-	} else if s.isPlaced(root, name, artifactID) {
-		if err := root.Remove(filesDir + "/" + name); err != nil {
-			return fmt.Errorf("remove the upload at %q: %w", name, err)
-		}
 	}
 	if err := root.Remove(tmpDir + "/" + artifactID); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the upload at %q: %w", name, err)
 	}
 	return removeIfExists(s.journalPath(artifactID))
+}
+
+// restoreBackup puts the file a placement replaced back at name, making
+// the directories the handler may have removed, but never over anything
+// that stands there now.
+func restoreBackup(root *os.Root, name, artifactID string) error {
+	dst := filesDir + "/" + name
+	if _, err := root.Lstat(dst); err == nil {
+		return syscall.EEXIST // the handler's own file or directory
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := mkdirAllSynced(root, path.Dir(dst)); err != nil {
+		return err
+	}
+	if err := root.Rename(backupName(artifactID), dst); err != nil {
+		return err
+	}
+	return syncRootDir(root, path.Dir(dst))
+}
+
+// blockedBy reports whether a restore failed because something stands in
+// the way (the plugin's doing), rather than because the host failed.
+func blockedBy(err error) bool {
+	for _, e := range []error{syscall.EEXIST, syscall.ENOTEMPTY, syscall.EISDIR, syscall.ENOTDIR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// quarantineNote records where a quarantined file came from.
+type quarantineNote struct {
+	TaskID string    `json:"task_id"`
+	Path   string    `json:"path"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// quarantine moves the file a placement replaced to the workspace's
+// quarantine/<artifact id>, with a note <artifact id>.json saying where it
+// was, and logs it. Quarantined files count against the task's workspace
+// quota, so a plugin cannot grow the disk by having them set aside.
+func (s *Store) quarantine(root *os.Root, taskID, name, artifactID string, why error) error {
+	if err := root.Mkdir(quarantineDir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	kept := quarantineDir + "/" + artifactID
+	note, err := json.Marshal(quarantineNote{TaskID: taskID, Path: name, Reason: why.Error(), Time: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	f, err := root.OpenFile(kept+".json", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	if err := writeClose(f, note); err != nil {
+		return err
+	}
+	if err := root.Rename(backupName(artifactID), kept); err != nil {
+		return err
+	}
+	if err := syncRootDir(root, quarantineDir); err != nil {
+		return err
+	}
+	if err := syncRootDir(root, "."); err != nil {
+		return err
+	}
+	s.log.Warn("an upload was rolled back, but the file it had replaced could not go back: the artifact handler put something in its place; the file is kept aside",
+		"task_id", taskID, "path", name, "kept_as", filepath.Join(s.workspaceDir(taskID), kept), "reason", why.Error())
+	return nil
 }
 
 func removeIfExists(name string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 func mustWrite(t *testing.T, s *Store, query string) {
 	t.Helper()
-	err := s.inTx(context.Background(), func(w db) error {
+	err := s.inTx(context.Background(), 1, func(w db) error {
 		_, err := w.exec(query)
 		return err
 	})
@@ -38,7 +39,7 @@ func TestACommitRefusedByAConstraintIsRolledBackAndTheWriterGoesOn(t *testing.T)
 	mustWrite(t, s, `CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)`)
 	// The insert succeeds; the COMMIT is refused and leaves the
 	// transaction open, for the writer to roll back.
-	err := s.inTx(ctx, func(w db) error {
+	err := s.inTx(ctx, 1, func(w db) error {
 		_, err := w.exec(`INSERT INTO c (pid) VALUES (42)`)
 		return err
 	})
@@ -60,7 +61,7 @@ func TestAWriterWhoseRollbackFailsStartsOverOnANewConnection(t *testing.T) {
 	ctx := context.Background()
 	mustWrite(t, s, `CREATE TABLE refuse (x INTEGER NOT NULL)`)
 	broken := errors.New("failed on purpose")
-	err := s.inTx(ctx, func(d db) error {
+	err := s.inTx(ctx, 1, func(d db) error {
 		if _, err := d.exec(`INSERT INTO schema_migrations (version, name) VALUES (100, 'half done')`); err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func TestWritesQueuedWhenTheStoreClosesFailInsteadOfHanging(t *testing.T) {
 	first := uuid.NewString()
 	firstErr := make(chan error, 1)
 	go func() {
-		firstErr <- s.inTx(ctx, func(w db) error {
+		firstErr <- s.inTx(ctx, 1, func(w db) error {
 			close(running)
 			<-release
 			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, first)
@@ -144,5 +145,61 @@ func TestWritesQueuedWhenTheStoreClosesFailInsteadOfHanging(t *testing.T) {
 	}
 	if got := count(t, s, "tasks"); got != 1 {
 		t.Errorf("%d tasks after the close, want only the one in progress", got)
+	}
+}
+
+func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	// A write in progress holds the writer while others queue behind it.
+	running, release := make(chan struct{}), make(chan struct{})
+	go s.inTx(ctx, 1, func(w db) error {
+		close(running)
+		<-release
+		return nil
+	})
+	<-running
+	heavy := uuid.NewString()
+	results := make(chan error, 11)
+	go func() {
+		results <- s.inTx(ctx, maxBatchRows, func(w db) error {
+			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, heavy)
+			return err
+		})
+	}()
+	for len(s.writes) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// Writes queued after it see it committed: they run in a transaction
+	// of their own, not in the heavy write's.
+	var mu sync.Mutex
+	var sawHeavy []int
+	for range 10 {
+		go func() {
+			results <- s.inTx(ctx, 1, func(w db) error {
+				var n int
+				if err := s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks WHERE id = ?`, []any{heavy}, &n); err != nil {
+					return err
+				}
+				mu.Lock()
+				sawHeavy = append(sawHeavy, n)
+				mu.Unlock()
+				return nil
+			})
+		}()
+	}
+	for len(s.writes) < 11 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range 11 {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	for _, n := range sawHeavy {
+		if n != 1 {
+			t.Fatalf("writes queued behind a write of %d rows ran in its transaction (they saw it uncommitted: %v)", maxBatchRows, sawHeavy)
+		}
 	}
 }

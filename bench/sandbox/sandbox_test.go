@@ -29,10 +29,10 @@ type host struct{ input []byte }
 
 func (h *host) Input() []byte                                           { return h.input }
 func (h *host) SetResult([]byte) error                                  { return nil }
-func (h *host) Log(int32, string) error                                 { return nil }
+func (h *host) Log(int32, []byte) error                                 { return nil }
 func (h *host) CreateArtifact(abi.ArtifactMeta, []byte) (string, error) { return "", nil }
 func (h *host) Config() []byte                                          { return []byte("{}") }
-func (h *host) WorkspaceRead(string) ([]byte, error)                    { return nil, nil }
+func (h *host) WorkspaceReadInto(string, []byte) (int64, error)         { return 0, nil }
 func (h *host) WorkspaceWrite(string, []byte) error                     { return nil }
 func (h *host) WorkspaceList(string) ([]protocol.FileInfo, error)       { return nil, nil }
 func (h *host) WorkspaceStat(string) (protocol.FileInfo, error)         { return protocol.FileInfo{}, nil }
@@ -78,8 +78,9 @@ func load(b *testing.B, path string, closeOnDone bool) *runtime.Plugin {
 }
 
 func call(b *testing.B, p *runtime.Plugin) {
-	ctx := hostapi.WithHost(context.Background(), &host{input: stepInput})
-	if code, _, err := p.Call(ctx, abi.StepExport, io.Discard, io.Discard); err != nil || code != 0 {
+	h := &host{input: stepInput}
+	bind := func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, h) }
+	if code, _, err := p.Call(context.Background(), abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind}); err != nil || code != 0 {
 		b.Fatalf("step: %d %v", code, err)
 	}
 }

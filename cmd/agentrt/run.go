@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // for -debug-addr
@@ -44,6 +45,9 @@ type runConfig struct {
 	maxInstancesTotal int // across plugins
 	maxQueue          int
 	queueWait         time.Duration
+	maxTableEntries   int
+	maxPluginSize     size
+	minFreeDisk       diskFloorFlag
 	debugAddr         string
 }
 
@@ -60,10 +64,13 @@ Flags:
 // path in any order.
 func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	cfg := &runConfig{
-		memoryLimit:  size(runtime.DefaultMemoryLimitPages) * 64 << 10,
-		maxBody:      protocol.DefaultMaxBodyBytes,
-		limits:       protocol.DefaultLimits,
-		maxHostCalls: hostapi.DefaultMaxCalls,
+		memoryLimit:     size(runtime.DefaultMemoryLimitPages) * 64 << 10,
+		maxBody:         protocol.DefaultMaxBodyBytes,
+		limits:          protocol.DefaultLimits,
+		maxHostCalls:    hostapi.DefaultMaxCalls,
+		maxTableEntries: runtime.DefaultMaxTableEntries,
+		maxPluginSize:   runtime.DefaultMaxPluginBytes,
+		minFreeDisk:     diskFloorFlag{auto: true},
 	}
 	goruntimeProcs := goruntime.GOMAXPROCS(0)
 	maxUpload := size(cfg.limits.MaxUploadBytes)
@@ -71,6 +78,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	maxResult := size(cfg.limits.MaxResultBytes)
 	maxLog := size(cfg.limits.MaxLogBytes)
 	maxWorkspace := size(cfg.limits.MaxWorkspaceBytes)
+	maxTaskLog := size(cfg.limits.MaxTaskLogBytes)
+	maxTaskArtifactBytes := size(cfg.limits.MaxTaskArtifactBytes)
 	logLevel := "info"
 	var configFile string
 	settings := map[string]string{}
@@ -85,14 +94,15 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.StringVar(&cfg.dataDir, "data", "./agentrt-data", "data `DIR`: database, artifacts, workspaces, compiled-code cache")
 	fs.StringVar(&cfg.cacheDir, "cache", "", "compiled-code cache `DIR` (default DIR/cache of -data); may be shared")
 	fs.DurationVar(&cfg.callTimeout, "call-timeout", runtime.DefaultCallTimeout, "time limit of one plugin handler call")
-	fs.Var(&cfg.memoryLimit, "memory", "memory limit of one plugin instance")
-	fs.Var(&cfg.maxBody, "max-body", "limit of a JSON request body")
-	fs.Var(&maxUpload, "max-upload", "limit of one uploaded file")
-	fs.Var(&maxArtifact, "max-artifact", "limit of one artifact a plugin creates")
-	fs.Var(&maxResult, "max-result", "limit of a handler's result message")
-	fs.Var(&maxLog, "max-log", "limit of what one handler call logs (log lines, stdout, stderr)")
-	fs.Var(&maxWorkspace, "max-workspace", "quota of one task's workspace")
-	fs.IntVar(&cfg.limits.MaxWorkspaceFiles, "max-workspace-files", cfg.limits.MaxWorkspaceFiles, "files one task's workspace may hold")
+	fs.Var(&cfg.memoryLimit, "memory", "memory limit (a `SIZE`) of one plugin instance")
+	fs.Var(&cfg.maxBody, "max-body", "limit (a `SIZE`) of a JSON request body")
+	fs.Var(&maxUpload, "max-upload", "limit (a `SIZE`) of one uploaded file")
+	fs.Var(&maxArtifact, "max-artifact", "limit (a `SIZE`) of one artifact a plugin creates")
+	fs.Var(&maxResult, "max-result", "limit (a `SIZE`) of a handler's result message")
+	fs.Var(&maxLog, "max-log", "limit (a `SIZE`) of what one handler call logs (log lines, stdout, stderr; each line counts 64 bytes more than its text)")
+	fs.Var(&maxTaskLog, "max-task-log", "limit (a `SIZE`) of one task's log: what its task handler and artifact handlers logged, counted as -max-log counts (0: no limit)")
+	fs.Var(&maxWorkspace, "max-workspace", "quota (a `SIZE`) of one task's workspace: the bytes of its files")
+	fs.IntVar(&cfg.limits.MaxWorkspaceFiles, "max-workspace-files", cfg.limits.MaxWorkspaceFiles, "files and directories one task's workspace may hold")
 	fs.Func("config", "a `KEY=VALUE` setting for the plugin (repeatable; not for secrets)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
@@ -104,6 +114,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.StringVar(&configFile, "config-file", "", "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
 	fs.IntVar(&cfg.limits.MaxCallArtifacts, "max-call-artifacts", cfg.limits.MaxCallArtifacts, "artifacts one handler call may create")
 	fs.IntVar(&cfg.limits.MaxTaskArtifacts, "max-task-artifacts", cfg.limits.MaxTaskArtifacts, "artifacts one task may hold, uploaded and created (0: no limit)")
+	fs.Var(&maxTaskArtifactBytes, "max-task-artifact-bytes", "bytes (a `SIZE`) all artifacts of one task may hold, uploaded and created (0: no limit)")
+	fs.IntVar(&cfg.limits.MaxPlannedSteps, "max-planned-steps", cfg.limits.MaxPlannedSteps, "steps a task handler may plan")
+	fs.IntVar(&cfg.limits.MaxTaskSteps, "max-task-steps", cfg.limits.MaxTaskSteps, "steps one task may hold, planned ones included (0: no limit)")
+	fs.IntVar(&cfg.maxTableEntries, "max-table-entries", cfg.maxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
+	fs.Var(&cfg.maxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
+	fs.Var(&cfg.minFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
 	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
 	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*goruntimeProcs), "plugin instances running at once, per plugin")
 	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*goruntimeProcs), "plugin instances running at once, all plugins together")
@@ -139,14 +155,33 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
 	}
-	if cfg.limits.MaxTaskArtifacts < 0 {
-		return nil, &usageError{fmt.Sprintf("bad -max-task-artifacts %d: want 0 (no limit) or more", cfg.limits.MaxTaskArtifacts)}
+	for _, f := range []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"max-task-artifacts", cfg.limits.MaxTaskArtifacts, 0},
+		{"max-task-steps", cfg.limits.MaxTaskSteps, 0},
+		{"max-planned-steps", cfg.limits.MaxPlannedSteps, 0},
+		{"max-workspace-files", cfg.limits.MaxWorkspaceFiles, 0},
+		{"max-call-artifacts", cfg.limits.MaxCallArtifacts, 0},
+		{"max-table-entries", cfg.maxTableEntries, 1},
+		{"max-host-calls", cfg.maxHostCalls, 1},
+	} {
+		if f.v < f.min {
+			return nil, &usageError{fmt.Sprintf("bad -%s %d: want %d or more", f.name, f.v, f.min)}
+		}
+	}
+	if cfg.maxTableEntries > math.MaxUint32 {
+		return nil, &usageError{fmt.Sprintf("bad -max-table-entries %d: want at most %d", cfg.maxTableEntries, uint32(math.MaxUint32))}
 	}
 	cfg.limits.MaxUploadBytes = int64(maxUpload)
 	cfg.limits.MaxArtifactBytes = int64(maxArtifact)
 	cfg.limits.MaxResultBytes = int(maxResult)
 	cfg.limits.MaxLogBytes = int(maxLog)
 	cfg.limits.MaxWorkspaceBytes = int64(maxWorkspace)
+	cfg.limits.MaxTaskLogBytes = int64(maxTaskLog)
+	cfg.limits.MaxTaskArtifactBytes = int64(maxTaskArtifactBytes)
 	cfg.pluginConfig = map[string]string{}
 	if configFile != "" {
 		b, err := os.ReadFile(configFile)
@@ -199,6 +234,14 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	}
 	log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+protocol.Prefix, "data", cfg.dataDir)
 
+	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
+	reclaimed := make(chan struct{})
+	go func() {
+		defer close(reclaimed)
+		reclaimMemory(reclaimCtx, reclaimEvery, reclaimThreshold)
+	}()
+	defer func() { stopReclaim(); <-reclaimed }()
+
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -231,7 +274,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	} else if fi.IsDir() {
 		return nil, fmt.Errorf("plugin %s is a directory, not a .wasm file", cfg.plugin)
 	}
-	store, err := storage.Open(ctx, cfg.dataDir)
+	store, err := storage.Open(ctx, cfg.dataDir, storage.Config{MinFreeDisk: cfg.minFreeDisk.bytes(), Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +286,8 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	plugin, err := runtime.Load(ctx, cfg.plugin, runtime.Config{
 		CacheDir:         cacheDir,
 		MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
+		MaxTableEntries:  uint32(cfg.maxTableEntries),
+		MaxPluginBytes:   int64(cfg.maxPluginSize),
 		CallTimeout:      cfg.callTimeout,
 		Limiters: []*runtime.Limiter{
 			runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait),
@@ -284,7 +329,11 @@ func (a pluginAdapter) HasHandler(handler string) bool {
 }
 
 func (a pluginAdapter) Run(ctx context.Context, handler string, call *protocol.Call) (int32, time.Duration, error) {
-	return a.p.Call(hostapi.WithHost(ctx, call), abi.ExportOf(handler), call.Stdout(), call.Stderr())
+	return a.p.Call(ctx, abi.ExportOf(handler), runtime.Invocation{
+		Stdout: call.Stdout(),
+		Stderr: call.Stderr(),
+		Host:   func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call) },
+	})
 }
 
 // unwrapPath drops the *PathError wrapper whose path the caller already
@@ -304,6 +353,36 @@ func unwrapSyscall(err error) error {
 		return se.Err
 	}
 	return err
+}
+
+// diskFloorFlag is -min-free-disk: a size, or "auto", the default: the
+// smaller of 1 GiB and 5% of the data directory's file system.
+type diskFloorFlag struct {
+	auto bool
+	n    size
+}
+
+func (f *diskFloorFlag) String() string {
+	if f.auto {
+		return "auto (the smaller of 1GiB and 5% of the disk)"
+	}
+	return f.n.String()
+}
+
+func (f *diskFloorFlag) Set(v string) error {
+	if v == "auto" {
+		f.auto = true
+		return nil
+	}
+	f.auto = false
+	return f.n.Set(v)
+}
+
+func (f *diskFloorFlag) bytes() int64 {
+	if f.auto {
+		return storage.AutoMinFreeDisk
+	}
+	return int64(f.n)
 }
 
 // size is a byte count flag that takes units: 512KiB, 64MiB, 1GiB, 10MB.

@@ -249,6 +249,10 @@ type ArtifactResult struct {
 	Error  string `json:"error,omitempty"`
 }
 
+// MaxArtifactMetaBytes bounds FuncArtifactCreate's meta argument: a longer
+// one is refused with ErrInvalid before it is read.
+const MaxArtifactMetaBytes = 4096
+
 // ArtifactMeta is FuncArtifactCreate's meta argument.
 type ArtifactMeta struct {
 	FileName     string `json:"file_name"`

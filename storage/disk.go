@@ -1,0 +1,85 @@
+package storage
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// AutoMinFreeDisk, as Config.MinFreeDisk, keeps free the smaller of 1 GiB
+// and 5% of the data directory's file system.
+const AutoMinFreeDisk = -1
+
+// diskFloor keeps a minimum of free space on the data directory's file
+// system: a write that would go below it is refused with
+// protocol.EINSUFFICIENT instead of filling the disk, so that the server,
+// SQLite and the operator keep room to work with, however many tasks fill
+// their quotas.
+//
+// Asking the file system (statfs, about a microsecond) for every write
+// would cost create-task a few percent, so free space is estimated: the
+// last answer minus what was reserved since, asked again once a second,
+// and always before a write is refused. Space freed meanwhile is
+// seen at the next asking.
+type diskFloor struct {
+	dir string
+	min int64 // 0: no floor
+
+	mu       sync.Mutex
+	free     int64 // estimated free bytes
+	asked    time.Time
+	statfs   func(dir string) (free, total int64, err error)
+	interval time.Duration
+}
+
+// newDiskFloor keeps floor bytes free on dir's file system (AutoMinFreeDisk:
+// the smaller of 1 GiB and 5% of it; 0: no floor).
+func newDiskFloor(dir string, floor int64) (*diskFloor, error) {
+	d := &diskFloor{dir: dir, min: floor, statfs: statfs, interval: time.Second}
+	free, total, err := d.statfs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	if floor == AutoMinFreeDisk {
+		d.min = min(1<<30, total/20)
+	}
+	d.free, d.asked = free, time.Now()
+	return d, nil
+}
+
+// Min is the floor in bytes (0: none).
+func (d *diskFloor) Min() int64 { return d.min }
+
+// reserve accounts for n bytes about to be written, refusing them when they
+// would leave less than the floor free.
+func (d *diskFloor) reserve(n int64) error {
+	if d == nil || d.min <= 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if time.Since(d.asked) >= d.interval || d.free-n < d.min {
+		free, _, err := d.statfs(d.dir)
+		if err != nil {
+			return fmt.Errorf("free space of %s: %w", d.dir, err)
+		}
+		d.free, d.asked = free, time.Now()
+	}
+	if d.free-n < d.min {
+		return &protocol.Error{Code: protocol.EINSUFFICIENT, Message: fmt.Sprintf(
+			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(d.free, 0), d.min)}
+	}
+	d.free -= n
+	return nil
+}
+
+func statfs(dir string) (free, total int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
+}
