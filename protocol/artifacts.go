@@ -35,13 +35,20 @@ const multipartOverhead = 64 << 10
 // "relative_path" field, in either order. The file streams to disk as it
 // arrives; memory does not grow with its size.
 func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	release, err := s.uploads.acquire(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	up, err := s.agent.NewUpload(r.Context(), ps.ByName("task_id"))
 	if err != nil {
 		return err
 	}
 	defer up.Discard()
 
-	r.Body = http.MaxBytesReader(w, r.Body, s.agent.limits.MaxUploadBytes+multipartOverhead)
+	paced := s.body(w, r, s.agent.limits.MaxUploadBytes+multipartOverhead)
+	defer paced.finish()
+	r.Body = io.NopCloser(paced)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return Errorf(EUNPROCESSABLE, "the body must be multipart/form-data with a \"file\" part: %v", err)
@@ -89,6 +96,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	if !haveFile {
 		return Errorf(EUNPROCESSABLE, "the body has no \"file\" part")
 	}
+	paced.finish()
 	art, err := up.Commit(r.Context(), fileName, relativePath)
 	if err != nil {
 		return err
@@ -132,8 +140,53 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", contentDisposition(art.FileName))
 	h.Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, "", art.CreatedAt, f)
+	cw := &contentErrorWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, "", art.CreatedAt, f)
+	if cw.status != 0 {
+		h.Del("Content-Disposition")
+		return cw.err()
+	}
 	return nil
+}
+
+// contentErrorWriter keeps an error http.ServeContent answers (a Range
+// that names no bytes, a failed If-Match) from reaching the client as
+// plain text: it records the status and text instead, for writeError to
+// render as every other error.
+type contentErrorWriter struct {
+	http.ResponseWriter
+	status int
+	text   []byte
+}
+
+func (w *contentErrorWriter) WriteHeader(code int) {
+	if code >= 400 {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *contentErrorWriter) Write(p []byte) (int, error) {
+	if w.status != 0 {
+		if room := 512 - len(w.text); room > 0 {
+			w.text = append(w.text, p[:min(len(p), room)]...)
+		}
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// err is the recorded error, with the code of its status.
+func (w *contentErrorWriter) err() error {
+	msg := strings.TrimSpace(string(w.text))
+	switch w.status {
+	case http.StatusRequestedRangeNotSatisfiable:
+		return Errorf(ERANGE, "the requested range is not satisfiable (%s)", msg)
+	case http.StatusPreconditionFailed:
+		return Errorf(EPRECONDITION, "a precondition of the request failed")
+	}
+	return fmt.Errorf("serving an artifact: %d %s", w.status, msg)
 }
 
 // contentDisposition is an attachment header for name (RFC 6266): a quoted

@@ -9,20 +9,23 @@ import (
 // Error codes. Each maps to one HTTP status in statusOf; an error without a
 // code is internal and its text never reaches a client.
 const (
-	ENOTFOUND      = "not_found"       // 404: no such task, step, artifact or route
-	EINVALID       = "invalid"         // 400: a bad query parameter
-	EUNPROCESSABLE = "unprocessable"   // 422: a malformed or mistyped body
-	EBADPATH       = "bad_path"        // 422: a file name or path that was refused
-	ETOOLARGE      = "too_large"       // 413: a body, file or quota over its limit
-	EMETHOD        = "method"          // 405: a known route, another method
-	EREJECTED      = "rejected"        // 422: the plugin refused an upload
-	EPLUGIN        = "plugin_failed"   // 502: a plugin trapped, exited or answered badly
-	ETIMEOUT       = "plugin_timeout"  // 504: a plugin call ran out of time
-	EUNAVAILABLE   = "unavailable"     // 503: too busy right now; retry
-	ELIMIT         = "limit_reached"   // 429: a task used up a budget (its plugin time)
-	EINSUFFICIENT  = "storage_full"    // 507: the disk is full
-	EINTERNAL      = "internal"        // 500: everything else
-	EABORTED       = "request_aborted" // 499-like: the client went away
+	ENOTFOUND      = "not_found"             // 404: no such task, step, artifact or route
+	EINVALID       = "invalid"               // 400: a bad query parameter
+	EUNPROCESSABLE = "unprocessable"         // 422: a malformed or mistyped body
+	EBADPATH       = "bad_path"              // 422: a file name or path that was refused
+	ETOOLARGE      = "too_large"             // 413: a body, file or quota over its limit
+	EMETHOD        = "method"                // 405: a known route, another method
+	EREJECTED      = "rejected"              // 422: the plugin refused an upload
+	EPLUGIN        = "plugin_failed"         // 502: a plugin trapped, exited or answered badly
+	ETIMEOUT       = "plugin_timeout"        // 504: a plugin call ran out of time
+	EUNAVAILABLE   = "unavailable"           // 503: too busy right now; retry
+	ELIMIT         = "limit_reached"         // 429: a task used up a budget (its plugin time)
+	EINSUFFICIENT  = "storage_full"          // 507: the disk is full
+	EINTERNAL      = "internal"              // 500: everything else
+	EABORTED       = "request_aborted"       // 400: the client went away, or cancelled the request
+	ESLOWBODY      = "body_too_slow"         // 408: a request body did not arrive in time
+	ERANGE         = "range_not_satisfiable" // 416: a download's Range names no bytes of the file
+	EPRECONDITION  = "precondition_failed"   // 412: a download's If-Match or If-Unmodified-Since failed
 )
 
 // Error is a domain error: a code clients and callers may branch on and a

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 )
@@ -17,21 +18,41 @@ import (
 // Prefix is where the protocol is served.
 const Prefix = "/ap/v1"
 
-// ServerConfig sets the limits the HTTP API enforces at the edge.
+// ServerConfig sets the limits the HTTP API enforces at the edge. Zero
+// values take the defaults below.
 type ServerConfig struct {
 	// MaxBodyBytes caps a JSON request body.
 	MaxBodyBytes int64
-	Log          *slog.Logger
+	// BodyTimeout and MinBodyRate bound how slowly a request body may
+	// arrive: it must have come by BodyTimeout after the request's headers
+	// plus one second for every MinBodyRate bytes of it. A client slower
+	// than that gets 408 and its connection is closed.
+	BodyTimeout time.Duration
+	MinBodyRate int64 // bytes per second
+	// MaxUploads caps the uploads being received at once, and
+	// MaxUploadsPerClient those from one client address (negative: no
+	// limit per client, for a server behind a proxy). Past either, an
+	// upload is refused with 503 before its body is read.
+	MaxUploads          int
+	MaxUploadsPerClient int
+	Log                 *slog.Logger
 }
 
-// DefaultMaxBodyBytes is the JSON body limit used when none is configured.
-const DefaultMaxBodyBytes = 1 << 20
+// Defaults for ServerConfig.
+const (
+	DefaultMaxBodyBytes        = 1 << 20
+	DefaultBodyTimeout         = 10 * time.Second
+	DefaultMinBodyRate         = 16 << 10
+	DefaultMaxUploads          = 64
+	DefaultMaxUploadsPerClient = 8
+)
 
 // Server is the Agent Protocol's HTTP API over an Agent.
 type Server struct {
-	agent  *Agent
-	router *httprouter.Router
-	cfg    ServerConfig
+	agent   *Agent
+	router  *httprouter.Router
+	cfg     ServerConfig
+	uploads uploadSlots
 }
 
 // NewServer returns the HTTP API of agent.
@@ -39,10 +60,23 @@ func NewServer(agent *Agent, cfg ServerConfig) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MinBodyRate <= 0 {
+		cfg.MinBodyRate = DefaultMinBodyRate
+	}
+	if cfg.MaxUploads <= 0 {
+		cfg.MaxUploads = DefaultMaxUploads
+	}
+	if cfg.MaxUploadsPerClient == 0 {
+		cfg.MaxUploadsPerClient = DefaultMaxUploadsPerClient
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{agent: agent, router: httprouter.New(), cfg: cfg}
+	s := &Server{agent: agent, router: httprouter.New(), cfg: cfg,
+		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
 	r.GET(Prefix+"/agent/tasks", s.handle(s.handleListTasks))
 	r.POST(Prefix+"/agent/tasks", s.handle(s.handleCreateTask))
@@ -71,6 +105,7 @@ func NewServer(agent *Agent, cfg ServerConfig) *Server {
 
 // ServeHTTP serves the protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.paceUnread(w, r)
 	s.router.ServeHTTP(w, r)
 }
 
@@ -112,6 +147,12 @@ func statusOf(code string) int {
 		return http.StatusInsufficientStorage
 	case EABORTED:
 		return http.StatusBadRequest
+	case ESLOWBODY:
+		return http.StatusRequestTimeout
+	case ERANGE:
+		return http.StatusRequestedRangeNotSatisfiable
+	case EPRECONDITION:
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }
@@ -124,9 +165,15 @@ type errorBody struct {
 }
 
 // writeError renders err. Internal errors are logged and shown to the client
-// only as "internal error".
+// only as "internal error". A request the client cancelled (it went away,
+// or half-closed its connection) while it was served is no server error:
+// it is answered EABORTED, if anyone still listens, and logged as such.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := ErrorCode(err)
+	if code == EINTERNAL && r.Context().Err() != nil {
+		s.cfg.Log.Info("request cancelled by the client", "method", r.Method, "path", r.URL.Path)
+		err, code = Errorf(EABORTED, "the request was cancelled"), EABORTED
+	}
 	body := errorBody{Message: ErrorMessage(err), Code: code}
 	var e *Error
 	if errors.As(err, &e) {
@@ -136,6 +183,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	status := statusOf(code)
+	if code == ESLOWBODY {
+		// What is left of the body is not worth waiting for: net/http
+		// closes the connection after the answer instead of draining it.
+		w.Header().Set("Connection", "close")
+	}
 	if status == http.StatusInternalServerError || status == http.StatusInsufficientStorage {
 		s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
@@ -159,20 +211,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decodeBody decodes an optional JSON request body into v: an absent or
 // empty body, or null, leaves v as it is. Anything else must be one JSON
-// object whose fields have the right types (EUNPROCESSABLE); a body over the
-// limit is ETOOLARGE.
+// object that agentrt can store and serve (checkJSON: UTF-8, no lone
+// surrogates, nested at most MaxJSONDepth deep) whose fields have the right
+// types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
+// arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	paced := s.body(w, r, s.cfg.MaxBodyBytes)
+	body, err := io.ReadAll(paced)
+	paced.finish()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		var e *Error
+		switch {
+		case errors.As(err, &tooLarge):
 			return Errorf(ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		case errors.As(err, &e):
+			return e
 		}
 		return Errorf(EABORTED, "reading the request body failed: %v", err)
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
 		return nil
+	}
+	if err := checkJSON(body, MaxJSONDepth); err != nil {
+		return Errorf(EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
 	}
 	if body[0] != '{' {
 		return Errorf(EUNPROCESSABLE, "the request body must be a JSON object")

@@ -48,6 +48,10 @@ type runConfig struct {
 	maxTableEntries   int
 	maxPluginSize     size
 	minFreeDisk       diskFloorFlag
+	bodyTimeout       time.Duration
+	minBodyRate       size
+	maxUploads        int
+	maxUploadsPer     int
 	debugAddr         string
 }
 
@@ -71,6 +75,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		maxTableEntries: runtime.DefaultMaxTableEntries,
 		maxPluginSize:   runtime.DefaultMaxPluginBytes,
 		minFreeDisk:     diskFloorFlag{auto: true},
+		minBodyRate:     protocol.DefaultMinBodyRate,
 	}
 	goruntimeProcs := goruntime.GOMAXPROCS(0)
 	maxUpload := size(cfg.limits.MaxUploadBytes)
@@ -120,6 +125,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.IntVar(&cfg.maxTableEntries, "max-table-entries", cfg.maxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
 	fs.Var(&cfg.maxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
 	fs.Var(&cfg.minFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
+	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", protocol.DefaultBodyTimeout, "time a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
+	fs.Var(&cfg.minBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
+	fs.IntVar(&cfg.maxUploads, "max-uploads", protocol.DefaultMaxUploads, "uploads received at once; beyond, 503 with Retry-After")
+	fs.IntVar(&cfg.maxUploadsPer, "max-uploads-per-client", protocol.DefaultMaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
 	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
 	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*goruntimeProcs), "plugin instances running at once, per plugin")
 	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*goruntimeProcs), "plugin instances running at once, all plugins together")
@@ -166,6 +175,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		{"max-workspace-files", cfg.limits.MaxWorkspaceFiles, 0},
 		{"max-call-artifacts", cfg.limits.MaxCallArtifacts, 0},
 		{"max-table-entries", cfg.maxTableEntries, 1},
+		{"max-uploads", cfg.maxUploads, 1},
+		{"max-uploads-per-client", cfg.maxUploadsPer, -1},
 		{"max-host-calls", cfg.maxHostCalls, 1},
 	} {
 		if f.v < f.min {
@@ -174,6 +185,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	if cfg.maxTableEntries > math.MaxUint32 {
 		return nil, &usageError{fmt.Sprintf("bad -max-table-entries %d: want at most %d", cfg.maxTableEntries, uint32(math.MaxUint32))}
+	}
+	if cfg.minBodyRate < 1 {
+		return nil, &usageError{"bad -min-body-rate 0: want at least 1 byte per second"}
 	}
 	cfg.limits.MaxUploadBytes = int64(maxUpload)
 	cfg.limits.MaxArtifactBytes = int64(maxArtifact)
@@ -308,10 +322,17 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		Limits: cfg.limits, PluginConfig: cfg.pluginConfig, Log: log,
 	})
 	return &server{
-		store:   store,
-		plugin:  plugin,
-		agent:   agent,
-		handler: protocol.NewServer(agent, protocol.ServerConfig{MaxBodyBytes: int64(cfg.maxBody), Log: log}),
+		store:  store,
+		plugin: plugin,
+		agent:  agent,
+		handler: protocol.NewServer(agent, protocol.ServerConfig{
+			MaxBodyBytes:        int64(cfg.maxBody),
+			BodyTimeout:         cfg.bodyTimeout,
+			MinBodyRate:         int64(cfg.minBodyRate),
+			MaxUploads:          cfg.maxUploads,
+			MaxUploadsPerClient: cfg.maxUploadsPer,
+			Log:                 log,
+		}),
 	}, nil
 }
 
