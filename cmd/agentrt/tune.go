@@ -44,36 +44,87 @@ func tuneRuntime(getenv func(string) string) {
 // than is live: its garbage waits for the next collection, which with
 // GOGC=400 and a quiet server may be minutes away, and Go's scavenger
 // returns free pages only slowly after that. Meanwhile the process holds
-// gigabytes it does not use, and the next burst adds to them. So once a
-// second, if the heap holds more than reclaimThreshold beyond what it held
-// after the last reclaim (or its lowest since), agentrt collects and hands
-// the memory back at once (debug.FreeOSMemory, twice: a few milliseconds
-// with agentrt's live heap of a few MB). Under steady load the heap stays
-// within its collection target (five times the live heap, some 30 MB),
-// under the threshold, so this runs only after such calls.
+// gigabytes it does not use, and the next burst adds to them.
+//
+// So once a second agentrt compares what the heap holds with the least it
+// has held, and when it holds reclaimThreshold more, it collects and hands
+// the memory back at once (debug.FreeOSMemory, twice: buffers kept in
+// sync.Pools, encoding/json's of its largest recent answer among them,
+// survive one collection). That takes a few milliseconds with agentrt's
+// live heap of a few MB. If the memory was live after all (a call still
+// running), it tries again after 2, 4, 8... seconds, up to a minute, so a
+// server that really needs more memory does not collect every second.
+// Under steady load the heap stays within its collection target (five
+// times the live heap, some 30 MB), under the threshold, so this runs only
+// after big calls.
 const (
 	reclaimEvery     = time.Second
 	reclaimThreshold = 64 << 20
+	reclaimMaxWait   = 64 // intervals
 )
 
-// reclaimMemory returns freed heap memory to the system until ctx is done,
-// checking every interval whether the heap holds more than threshold bytes
-// beyond its level after the last reclaim.
-func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
+// reclaimPolicy decides when to hand freed heap memory back.
+type reclaimPolicy struct {
+	threshold uint64
+	floor     uint64 // the least the heap has held
+	wait      int    // intervals to let pass before trying again
+	backoff   int
+}
+
+// due reports, given what the heap holds now, whether to reclaim.
+func (p *reclaimPolicy) due(held uint64) bool {
+	if held < p.floor {
+		p.floor = held
+	}
+	if held <= p.floor+p.threshold {
+		p.wait, p.backoff = 0, 0
+		return false
+	}
+	if p.wait > 0 {
+		p.wait--
+		return false
+	}
+	return true
+}
+
+// reclaimed records what the heap held after a reclaim: if that is still
+// far above its floor, the memory is live, and the next try waits longer.
+func (p *reclaimPolicy) reclaimed(held uint64) {
+	if held < p.floor {
+		p.floor = held
+	}
+	if held > p.floor+p.threshold {
+		p.backoff = min(max(2*p.backoff, 2), reclaimMaxWait)
+		p.wait = p.backoff
+	}
+}
+
+// heapHeld is what the heap holds: live and dead objects, and memory kept
+// for them but not returned to the system.
+func heapHeld() uint64 {
 	samples := []metrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"}, // live and dead objects
+		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"}, // free, not yet returned
+		{Name: "/memory/classes/heap/free:bytes"},
 	}
-	held := func() uint64 {
-		metrics.Read(samples)
-		var n uint64
-		for _, s := range samples {
-			n += s.Value.Uint64()
-		}
-		return n
+	metrics.Read(samples)
+	var n uint64
+	for _, s := range samples {
+		n += s.Value.Uint64()
 	}
-	base := held()
+	return n
+}
+
+// reclaim collects and returns freed memory to the system.
+func reclaim() {
+	debug.FreeOSMemory()
+	debug.FreeOSMemory()
+}
+
+// reclaimMemory returns freed heap memory to the system, as reclaimPolicy
+// decides, every interval until ctx is done.
+func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
+	p := reclaimPolicy{threshold: threshold, floor: heapHeld()}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -82,16 +133,9 @@ func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
 			return
 		case <-tick.C:
 		}
-		switch now := held(); {
-		case now > base+threshold:
-			// Twice: buffers kept in sync.Pools (encoding/json keeps the
-			// buffer of its largest recent answer) survive one collection
-			// and go at the second.
-			debug.FreeOSMemory()
-			debug.FreeOSMemory()
-			base = held()
-		case now < base:
-			base = now
+		if p.due(heapHeld()) {
+			reclaim()
+			p.reclaimed(heapHeld())
 		}
 	}
 }
