@@ -202,6 +202,11 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		if err == nil {
 			err = call.decodeResult(code, decodeTaskResult(&res, a.maxPlanned()), &res.Error)
 		}
+		if err != nil && ctx.Err() != nil {
+			// The client went away: the handler was stopped, through no
+			// fault of the plugin's, and no task was made.
+			return nil, Errorf(EABORTED, "the request was cancelled while the task handler ran")
+		}
 		if err != nil {
 			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", logText(err))
 			return nil, handlerError("task", err)
