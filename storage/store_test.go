@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -566,5 +567,58 @@ func TestACorruptDatabaseFailsOpenWithAnError(t *testing.T) {
 		t.Logf("open: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Open hung on a corrupt database")
+	}
+}
+
+func TestAppendingToATaskLogDoesNotReadWhatItHolds(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	taskID := mustTask(t, s)
+	line := strings.Repeat("l", 60<<10)
+	call := func() protocol.TaskLog {
+		logs := []protocol.LogRecord{{Time: time.Now(), Level: "info", Message: line}}
+		return protocol.TaskLog{Records: logs, Bytes: protocol.LogSize(logs)}
+	}
+	appendOne := func() uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := s.AddArtifacts(ctx, taskID, nil, call(), 0); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	first := appendOne()
+	for range 100 { // a task log of 6 MiB
+		appendOne()
+	}
+	last := appendOne()
+	t.Logf("appending 60 KiB allocated %d KiB to an empty log, %d KiB to a log of 6 MiB", first>>10, last>>10)
+	if last > 2*first+256<<10 {
+		t.Errorf("appending to a log of 6 MiB allocated %d KiB, against %d KiB to an empty one: the log is read back", last>>10, first>>10)
+	}
+	logs, err := s.TaskLogs(ctx, taskID)
+	if err != nil || len(logs) != 102 {
+		t.Errorf("the task log holds %d records (%v), want 102", len(logs), err)
+	}
+}
+
+func TestPluginTimeKeepsCallsShorterThanAMillisecond(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	taskID := mustTask(t, s)
+	for range 300 {
+		st := protocol.Step{TaskID: taskID, StepID: uuid.NewString(), Status: protocol.StatusCompleted,
+			AdditionalInput: []byte("{}"), CreatedAt: time.Now(), PluginTime: 300 * time.Microsecond}
+		if err := s.SaveStep(ctx, &st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, err := s.GetTask(ctx, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.PluginTime != 90*time.Millisecond {
+		t.Errorf("300 calls of 0.3 ms used %v of the task's time, want 90ms", task.PluginTime)
 	}
 }

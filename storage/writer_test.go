@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,35 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 	for _, n := range sawHeavy {
 		if n != 1 {
 			t.Fatalf("writes queued behind a write of %d rows ran in its transaction (they saw it uncommitted: %v)", maxBatchRows, sawHeavy)
+		}
+	}
+}
+
+func TestACommittedWriteIsNotKeptReachableByTheWriter(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	collected := make(chan struct{})
+	func() {
+		big := make([]byte, 1<<20) // what a write holds: a step's output, say
+		runtime.SetFinalizer(&big[0], func(*byte) { close(collected) })
+		err := s.inTx(ctx, 1, func(w db) error {
+			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', ?)`, uuid.NewString(), len(big))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}()
+	// No write follows: nothing else would overwrite the writer's batch.
+	deadline := time.After(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-deadline:
+			t.Fatal("the memory of a committed write is still reachable after it returned")
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

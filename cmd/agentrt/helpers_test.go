@@ -149,20 +149,41 @@ type testServer struct {
 	t   testing.TB
 	cfg *runConfig
 	srv *server
+	log *syncBuffer // what the server logged, at every level
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startServer serves cfg's plugin in-process until the test ends.
 func startServer(t testing.TB, cfg *runConfig) *testServer {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &syncBuffer{}
+	var out io.Writer = logs
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		out = io.MultiWriter(logs, os.Stderr)
 	}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := open(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	ts := &testServer{Server: httptest.NewServer(srv.handler), t: t, cfg: cfg, srv: srv}
+	ts := &testServer{Server: httptest.NewServer(srv.handler), t: t, cfg: cfg, srv: srv, log: logs}
 	t.Cleanup(ts.stop)
 	return ts
 }

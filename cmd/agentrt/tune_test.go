@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	goruntime "runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
-	"time"
 )
 
 func TestTuneRuntimeAddsAPAndRaisesGOGCUnlessTheEnvironmentSetsThem(t *testing.T) {
@@ -36,20 +34,51 @@ func TestTuneRuntimeAddsAPAndRaisesGOGCUnlessTheEnvironmentSetsThem(t *testing.T
 	}
 }
 
+func TestReclaimPolicyReclaimsBurstsAndBacksOffFromLiveMemory(t *testing.T) {
+	const mb = 1 << 20
+	p := reclaimPolicy{threshold: 64 * mb, floor: 10 * mb}
+	steps := []struct {
+		held, after uint64 // what the heap holds, and after a reclaim if one is due
+		due         bool
+	}{
+		{held: 40 * mb}, // steady load: under the threshold
+		{held: 5 * mb},  // the floor follows the heap down
+		{held: 68 * mb}, // 63 MB over the floor of 5: not yet
+		{held: 300 * mb, after: 8 * mb, due: true},   // a burst of garbage, given back
+		{held: 300 * mb, after: 290 * mb, due: true}, // live after all: back off
+		{held: 300 * mb}, {held: 300 * mb}, // ...for two intervals
+		{held: 300 * mb, after: 290 * mb, due: true}, // still live: four
+		{held: 300 * mb}, {held: 300 * mb}, {held: 300 * mb}, {held: 300 * mb},
+		{held: 300 * mb, after: 9 * mb, due: true}, // the call ended: given back
+		{held: 300 * mb, after: 9 * mb, due: true}, // and the next burst at once
+	}
+	for i, st := range steps {
+		if due := p.due(st.held); due != st.due {
+			t.Fatalf("step %d: holding %d MB (floor %d MB), due = %v, want %v", i, st.held/mb, p.floor/mb, due, st.due)
+		}
+		if st.due {
+			p.reclaimed(st.after)
+		}
+	}
+	for range 20 { // live memory that stays: tries at most once a minute
+		p.due(300 * mb)
+		p.reclaimed(290 * mb)
+	}
+	if p.backoff != reclaimMaxWait {
+		t.Errorf("backoff %d, want %d", p.backoff, reclaimMaxWait)
+	}
+}
+
 // sink keeps allocations alive until a test drops them.
 var sink [][]byte
 
-func TestReclaimMemoryReturnsAHeapBurstToTheSystem(t *testing.T) {
+func TestReclaimReturnsAHeapBurstToTheSystem(t *testing.T) {
 	released := func() uint64 {
 		s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
 		metrics.Read(s)
 		return s[0].Value.Uint64()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); reclaimMemory(ctx, 10*time.Millisecond, 64<<20) }()
-	defer func() { cancel(); <-done }()
-
+	p := reclaimPolicy{threshold: 64 << 20, floor: heapHeld()}
 	// A burst of 256 MiB, touched, then garbage.
 	for range 256 {
 		b := make([]byte, 1<<20)
@@ -58,13 +87,13 @@ func TestReclaimMemoryReturnsAHeapBurstToTheSystem(t *testing.T) {
 		}
 		sink = append(sink, b)
 	}
-	before := released()
 	sink = nil
-	deadline := time.Now().Add(10 * time.Second)
-	for released() < before+192<<20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a garbage heap of 256 MiB was not returned: %d MiB released since", (released()-before)>>20)
-		}
-		time.Sleep(10 * time.Millisecond)
+	before := released()
+	if !p.due(heapHeld()) {
+		t.Fatalf("a heap of %d MiB, its floor %d MiB: no reclaim due", heapHeld()>>20, p.floor>>20)
+	}
+	reclaim()
+	if got := released() - before; got < 192<<20 {
+		t.Errorf("a garbage heap of 256 MiB: %d MiB returned to the system", got>>20)
 	}
 }
