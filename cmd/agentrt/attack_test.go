@@ -653,3 +653,23 @@ func diskFree(t *testing.T, dir string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
+
+// A task's steps, planned ones included, are rows: --max-task-steps
+// bounds them.
+func TestExecuteStepRefusesATaskThatHoldsItsMostSteps(t *testing.T) {
+	ts := serve(t, attackerPlugin(t), func(c *runConfig) { c.limits.MaxTaskSteps = 5 })
+	task := ts.createTask(`{"input":"plan 3"}`).TaskID // 3 planned steps
+	for range 5 {                                      // 3 planned, then 2 new
+		ts.step(task, `{"input":"quick"}`)
+	}
+	ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).
+		wantError(t, 429, "holds 5 steps, the most a task may hold")
+	var steps protocol.StepList
+	ts.do("GET", "/ap/v1/agent/tasks/"+task+"/steps", "", "").want(t, 200).decode(t, &steps)
+	if steps.Pagination.TotalItems != 5 {
+		t.Errorf("the task holds %d steps, want 5", steps.Pagination.TotalItems)
+	}
+	// A plan over the task's limit is refused whole.
+	ts.do("POST", "/ap/v1/agent/tasks", "", `{"input":"plan 6"}`).wantError(t, 502, "planned more than 5 steps")
+	ts.step(ts.createTask(`{}`).TaskID, `{"input":"quick"}`) // other tasks go on
+}
