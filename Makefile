@@ -34,7 +34,16 @@ RUST_KIT   := $(wildcard plugins/rust/Cargo.toml plugins/rust/src/*.rs)
 HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi -name '*.go' -not -name '*_test.go') \
               $(wildcard storage/migrations/*.sql) go.mod go.sum
 
-.PHONY: build plugins run test test-go conformance check toolchains bench clean
+# Go fuzz targets, as package:Target. "make test" runs each for
+# FUZZTIME_TEST; "make fuzz" for FUZZTIME each (seed corpora in each
+# package's testdata/fuzz/; what a run finds new stays in Go's cache, and a
+# failing input is written to testdata/fuzz/ for a test to keep).
+FUZZ_TARGETS   := ./protocol:FuzzDecodeRequestBody ./protocol:FuzzCheckJSON ./protocol:FuzzResultDecoding \
+                  ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule
+FUZZTIME_TEST  ?= 4s
+FUZZTIME       ?= 2m
+
+.PHONY: build plugins run test test-go fuzz fuzz-short conformance check toolchains bench clean
 .SECONDEXPANSION:
 
 build: build/agentrt
@@ -65,13 +74,21 @@ run: build/agentrt $(PLUGIN_DIR)/washington-go.wasm
 toolchains:
 	scripts/toolchains.sh
 
-test: toolchains plugins build/agentrt test-go conformance
+test: toolchains plugins build/agentrt test-go fuzz-short conformance
 
 test-go: plugins
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 ./...
 	@# Resident memory after attacks is measured without the race detector,
 	@# whose shadow memory would hide it.
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -count=1 -run 'TestHostile(Wasm|Go)Plugin' ./cmd/agentrt
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+
+fuzz:
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 # The official suite against the washington example in every language.
 conformance: build/agentrt $(filter $(PLUGIN_DIR)/washington-%,$(PLUGINS)) | toolchains
@@ -84,8 +101,8 @@ check:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./plugins/... ./examples/...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-	@# -e: the module proxy refuses a test-only dependency of modernc.org/sqlite
-	@# (google/pprof); tidy still settles everything our build needs.
+	@# -e: a module proxy may refuse google/pprof, a test-only dependency of
+	@# modernc.org/sqlite; tidy still settles everything our build needs.
 	@mkdir -p build && cp go.mod build/go.mod.before && cp go.sum build/go.sum.before
 	@$(GO) mod tidy -e 2>/dev/null
 	@if ! cmp -s go.mod build/go.mod.before || ! cmp -s go.sum build/go.sum.before; then \
