@@ -16,45 +16,81 @@ import (
 // uploads at a byte a second each held a staging file and a descriptor for
 // as long as they liked.
 
-// body returns r's body limited to max bytes and to the server's pace: it
-// must have arrived by BodyTimeout after the handler started plus one
-// second for every MinBodyRate bytes received. The connection's read
-// deadline is moved forward as bytes come in; a client slower than that
-// gets ESLOWBODY, and net/http closes its connection. Call finish once
-// the body is read: the deadline must not outlive it, or net/http's
-// background read of the connection would time out while the request is
-// still being served, and cancel it.
-func (s *Server) body(w http.ResponseWriter, r *http.Request, max int64) *pacedBody {
-	return &pacedBody{
-		r:     http.MaxBytesReader(w, r.Body, max),
+// pace returns r to serve with its body, if one is coming, read at the
+// server's pace: the body must have come by BodyTimeout after now plus one
+// second for every MinBodyRate bytes received, give or take a second (the
+// deadline is moved a second ahead at a time, so that a small body costs
+// no more than setting it and lifting it). It is set before any handler
+// runs: net/http itself drains a small body that no handler read before it
+// answers, and a body that never came held the answer back for as long as
+// the client liked. A client slower than that gets ESLOWBODY, and net/http
+// closes its connection.
+//
+// The body is replaced in a copy of r: net/http looks at the original
+// request's body after the handler (a 100-continue never sent means
+// nothing to drain), and must find its own there.
+func (s *Server) pace(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.ContentLength == 0 {
+		return r // no body: net/http reads ahead for the next request, with its own deadlines
+	}
+	b := &pacedBody{
+		r:     r.Body,
 		rc:    http.NewResponseController(w),
 		start: time.Now(),
 		grace: s.cfg.BodyTimeout,
 		rate:  s.cfg.MinBodyRate,
 	}
+	b.extendTo(b.deadlineAt(0).Add(paceSlack))
+	paced := new(http.Request)
+	*paced = *r
+	paced.Body = b
+	return paced
 }
 
+// bodyDone returns what lifts the deadline on r's body, to call once the
+// handler has read what it wants of it (more calls do nothing): the
+// deadline must not outlive the body, or net/http's background read of the
+// connection (to notice a client that goes away) would time out while the
+// request is still being served, and cancel it.
+func bodyDone(r *http.Request) func() {
+	if b, ok := r.Body.(*pacedBody); ok {
+		return b.finish
+	}
+	return func() {}
+}
+
+// pacedBody is a request body read at the server's pace (see pace).
 type pacedBody struct {
-	r      io.Reader
+	r      io.ReadCloser
 	rc     *http.ResponseController
 	start  time.Time
 	grace  time.Duration
-	rate   int64 // bytes per second
-	n      int64 // bytes read so far
-	failed bool  // a read failed: the deadline stays, for net/http's own reads too
+	rate   int64     // bytes per second
+	n      int64     // bytes read so far
+	set    time.Time // the read deadline set last
+	failed bool      // a read failed: the deadline stays, for net/http's own reads too
 }
 
-// deadline is when the body, n bytes of it read so far, must have come.
-func (b *pacedBody) deadline() time.Time {
-	return b.start.Add(b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second)))
+// paceSlack is how far ahead of the pace the deadline is moved each time.
+const paceSlack = time.Second
+
+// deadlineAt is when the body must have come, n bytes of it read.
+func (b *pacedBody) deadlineAt(n int64) time.Time {
+	return b.start.Add(b.grace + time.Duration(float64(n)/float64(b.rate)*float64(time.Second)))
+}
+
+// extendTo sets the connection's read deadline. Not every ResponseWriter
+// supports deadlines (a recorder in a test); then the body is only
+// size-limited.
+func (b *pacedBody) extendTo(d time.Time) {
+	if err := b.rc.SetReadDeadline(d); err == nil || errors.Is(err, http.ErrNotSupported) {
+		b.set = d
+	}
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
-	// Not every ResponseWriter supports deadlines (a recorder in a test);
-	// then the body is only size-limited.
-	err := b.rc.SetReadDeadline(b.deadline())
-	if err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return 0, err
+	if d := b.deadlineAt(b.n); d.After(b.set) {
+		b.extendTo(d.Add(paceSlack))
 	}
 	n, err := b.r.Read(p)
 	b.n += int64(n)
@@ -70,26 +106,16 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish lifts the deadline once the handler is done reading the body,
-// unless a read failed: then net/http's own reads of what is left of the
-// body (it drains a small one before answering) must fail as fast.
-func (b *pacedBody) finish() {
-	if !b.failed {
-		b.rc.SetReadDeadline(time.Time{})
-	}
-}
+func (b *pacedBody) Close() error { return b.r.Close() }
 
-// paceUnread gives a request's body, if it has one, the same deadline
-// before any handler runs: net/http drains a small body no handler read
-// (up to 256 KiB) before it answers, and a body that never came held the
-// answer back for as long as the client liked.
-func (s *Server) paceUnread(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength == 0 {
-		return // no body: net/http reads ahead for the next request, with its own deadlines
+// finish lifts the deadline, unless a read failed: then net/http's own
+// reads of what is left of the body (it drains a small one before
+// answering) must fail as fast.
+func (b *pacedBody) finish() {
+	if !b.failed && !b.set.IsZero() {
+		b.rc.SetReadDeadline(time.Time{})
+		b.set = time.Time{}
 	}
-	n := min(max(r.ContentLength, 0), 256<<10)
-	deadline := time.Now().Add(s.cfg.BodyTimeout + time.Duration(float64(n)/float64(s.cfg.MinBodyRate)*float64(time.Second)))
-	http.NewResponseController(w).SetReadDeadline(deadline)
 }
 
 func isTimeout(err error) bool {
