@@ -49,32 +49,36 @@ func schemaSQL(t *testing.T, s *Store, table string) string {
 	return sql
 }
 
+// queryRows runs query on the read pool and returns its rows.
+func queryRows(t *testing.T, s *Store, query string) [][]any {
+	t.Helper()
+	rows, err := s.read.Query(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var all [][]any
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, v)
+	}
+	return all
+}
+
 // describeTable lists a table's columns (type, NOT NULL, default, key),
 // indexes (unique, partial, columns) and foreign keys.
 func describeTable(t *testing.T, s *Store, table string) []string {
 	t.Helper()
 	var out []string
-	rowsOf := func(query string) [][]any {
-		rows, err := s.reader(context.Background()).query(query)
-		if err != nil {
-			t.Fatalf("%s: %v", query, err)
-		}
-		defer rows.Close()
-		cols, _ := rows.Columns()
-		var all [][]any
-		for rows.Next() {
-			v := make([]any, len(cols))
-			p := make([]any, len(cols))
-			for i := range v {
-				p[i] = &v[i]
-			}
-			if err := rows.Scan(p...); err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, v)
-		}
-		return all
-	}
+	rowsOf := func(query string) [][]any { return queryRows(t, s, query) }
 	for _, c := range rowsOf(`PRAGMA table_xinfo(` + table + `)`) {
 		out = append(out, fmt.Sprintf("column %v", c))
 	}
@@ -113,23 +117,9 @@ func oldWrite(t *testing.T, s *Store, stmts ...string) {
 // dump lists a table's rows, in seq order, with the given columns.
 func dump(t *testing.T, s *Store, table, columns string) []string {
 	t.Helper()
-	rows, err := s.read.Query(`SELECT ` + columns + ` FROM ` + table + ` ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	var out []string
-	for rows.Next() {
-		v := make([]any, len(cols))
-		p := make([]any, len(cols))
-		for i := range v {
-			p[i] = &v[i]
-		}
-		if err := rows.Scan(p...); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprint(v...))
+	for _, row := range queryRows(t, s, `SELECT `+columns+` FROM `+table+` ORDER BY seq`) {
+		out = append(out, fmt.Sprint(row...))
 	}
 	return out
 }

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/protocol"
 )
@@ -222,66 +221,12 @@ func TestHostCallsWhileAPluginIsConstructedReachNothing(t *testing.T) {
 	}
 }
 
-// strictJSON fails unless b is what a strict parser accepts: valid UTF-8,
-// valid JSON, no \u escape that is a lone surrogate.
+// strictJSON fails unless b is what a strict parser accepts
+// (strictJSONProblem).
 func strictJSON(t *testing.T, what string, b []byte) {
 	t.Helper()
-	if !utf8.Valid(b) || !json.Valid(b) {
-		t.Errorf("%s is not valid UTF-8 JSON: %q", what, b)
-	}
-	if at := loneSurrogate(b); at >= 0 {
-		t.Errorf("%s has a lone surrogate escape at byte %d", what, at)
-	}
-}
-
-// loneSurrogate returns where b (valid JSON) has a \u escape that is half
-// of a surrogate pair without its other half, or -1.
-func loneSurrogate(b []byte) int {
-	high := -1 // where an unpaired high surrogate escape began
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			if high >= 0 {
-				return high
-			}
-			continue
-		}
-		i++ // the escaped character
-		if i >= len(b) || b[i] != 'u' || i+4 >= len(b) {
-			if high >= 0 {
-				return high
-			}
-			continue
-		}
-		u, _ := strconv.ParseUint(string(b[i+1:i+5]), 16, 16)
-		switch {
-		case u >= 0xd800 && u < 0xdc00:
-			if high >= 0 {
-				return high
-			}
-			high = i - 1
-		case u >= 0xdc00 && u < 0xe000:
-			if high < 0 {
-				return i - 1
-			}
-			high = -1
-		default:
-			if high >= 0 {
-				return high
-			}
-		}
-		i += 4
-	}
-	return high
-}
-
-func TestLoneSurrogateFindsOnlyLoneOnes(t *testing.T) {
-	for in, want := range map[string]int{
-		`"\ud83d\ude00"`: -1, `"\\ud800"`: -1, `"a"`: -1, `"\ud800"`: 1, `"\udc00"`: 1,
-		`"\ud800x"`: 1, `"\ud800\u0041"`: 1, `"\\\ud800"`: 3, `"\ud800\ud800\udc00"`: 1,
-	} {
-		if got := loneSurrogate([]byte(in)); got != want {
-			t.Errorf("loneSurrogate(%s) = %d, want %d", in, got, want)
-		}
+	if p := strictJSONProblem(b); p != "" {
+		t.Errorf("%s is %s: %.300q", what, p, b)
 	}
 }
 
@@ -345,32 +290,15 @@ func TestAPlannedStepFloodIsRefusedBeforeItCostsTheHost(t *testing.T) {
 	for _, n := range []int{349521, 1000000} {
 		peak := p.peakSince(t)
 		// Another client creates tasks the whole time.
-		stop := make(chan struct{})
-		var worst time.Duration
-		var served int
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				code, _, err := tryRequest(http.DefaultClient, p.url, "POST", "/ap/v1/agent/tasks", "", strings.NewReader(`{}`))
-				if err != nil || code != 200 {
-					t.Errorf("another client's create-task during the attack: %d %v", code, err)
-					return
-				}
-				worst = max(worst, time.Since(start))
-				served++
+		stop := meanwhile(t, func() error {
+			code, _, err := tryRequest(http.DefaultClient, p.url, "POST", "/ap/v1/agent/tasks", "", strings.NewReader(`{}`))
+			if err == nil && code != 200 {
+				err = fmt.Errorf("status %d", code)
 			}
-		}()
+			return err
+		})
 		res := p.do("POST", "/ap/v1/agent/tasks", "", fmt.Sprintf(`{"input":"plan %d"}`, n))
-		close(stop)
-		wg.Wait()
+		served, worst := stop()
 		res.wantError(t, 502, "planned more than 256 steps")
 		if grew := peak(); grew > 64*mib {
 			t.Errorf("planning %d steps: the server's peak resident memory grew by %d MiB", n, grew/mib)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/protocol"
 )
@@ -300,6 +301,41 @@ func (ts *testServer) step(taskID, body string) protocol.Step {
 	var st protocol.Step
 	ts.do("POST", "/ap/v1/agent/tasks/"+taskID+"/steps", "application/json", body).want(ts.t, 200).decode(ts.t, &st)
 	return st
+}
+
+// meanwhile calls request over and over on another goroutine, as another
+// client would while a test attacks the server, until the returned stop
+// is called; stop reports how many calls were made and the slowest. A
+// call that fails fails the test (reported from the test's goroutine).
+func meanwhile(t testing.TB, request func() error) (stop func() (calls int, slowest time.Duration)) {
+	quit, done := make(chan struct{}), make(chan error, 1)
+	var calls int
+	var slowest time.Duration
+	go func() {
+		for {
+			select {
+			case <-quit:
+				done <- nil
+				return
+			default:
+			}
+			start := time.Now()
+			if err := request(); err != nil {
+				done <- err
+				return
+			}
+			slowest = max(slowest, time.Since(start))
+			calls++
+		}
+	}()
+	return func() (int, time.Duration) {
+		t.Helper()
+		close(quit)
+		if err := <-done; err != nil {
+			t.Errorf("another client's request during the attack failed: %v", err)
+		}
+		return calls, slowest
+	}
 }
 
 // part is one part of a multipart body.

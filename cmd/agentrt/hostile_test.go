@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -95,29 +94,16 @@ func runHostileSuite(t *testing.T, plugin, benign string, attacks []attack, opts
 		t.Run(a.input, func(t *testing.T) {
 			victim := ts.createTask(`{}`)
 			// Another task is served the whole time the attack runs.
-			stop := make(chan struct{})
-			var served int
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					res := ts.do("POST", "/ap/v1/agent/tasks/"+bystander.TaskID+"/steps", "", `{"input":"`+benign+`"}`)
-					if res.status != 200 || !strings.Contains(string(res.body), `"output":"`) {
-						t.Errorf("a step of another task failed during the attack: %d %s", res.status, res.body)
-						return
-					}
-					served++
+			stop := meanwhile(t, func() error {
+				code, body, err := tryRequest(http.DefaultClient, ts.URL, "POST", "/ap/v1/agent/tasks/"+bystander.TaskID+"/steps", "",
+					strings.NewReader(`{"input":"`+benign+`"}`))
+				if err == nil && (code != 200 || !strings.Contains(string(body), `"output":"`)) {
+					err = fmt.Errorf("a step of another task: %d %s", code, body)
 				}
-			}()
+				return err
+			})
 			res := ts.do("POST", "/ap/v1/agent/tasks/"+victim.TaskID+"/steps", "", `{"input":"`+a.input+`"}`)
-			close(stop)
-			wg.Wait()
+			served, _ := stop()
 			if served == 0 {
 				t.Error("no step of the other task was served during the attack")
 			}
