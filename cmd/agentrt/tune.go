@@ -41,24 +41,24 @@ func tuneRuntime(getenv func(string) string) {
 
 // Freed memory goes back to the system. A big call (a result or an input
 // of megabytes, tables near their limit) leaves the heap holding far more
-// than is live: its garbage waits for the next collection, which with
-// GOGC=400 and a quiet server may be minutes away, and Go's scavenger
-// returns free pages only slowly after that. Meanwhile the process holds
-// gigabytes it does not use, and the next burst adds to them.
+// than is live. While the server is busy, collections follow one another
+// and Go's scavenger returns what the heap no longer needs. But once it is
+// quiet, the garbage of the last calls waits for a collection that, with
+// GOGC=400 and nothing allocating, may be minutes away, and the process
+// holds gigabytes it does not use; the next burst adds to them.
 //
-// So once a second agentrt compares what the heap holds with the least it
-// has held, and when it holds reclaimThreshold more, it collects and hands
-// the memory back at once (debug.FreeOSMemory, twice: buffers kept in
-// sync.Pools, encoding/json's of its largest recent answer among them,
-// survive one collection). That takes a few milliseconds with agentrt's
-// live heap of a few MB. If the memory was live after all (a call still
-// running), it tries again after 2, 4, 8... seconds, up to a minute, so a
-// server that really needs more memory does not collect every second.
-// Under steady load the heap stays within its collection target (five
-// times the live heap, some 30 MB), under the threshold, so this runs only
-// after big calls.
+// So once a second agentrt looks at the heap, and when no collection has
+// run for reclaimQuiet and the heap holds reclaimThreshold more than the
+// least it has held, it collects and hands the memory back at once
+// (debug.FreeOSMemory, twice: buffers kept in sync.Pools, encoding/json's
+// of its largest recent answer among them, survive one collection). That
+// takes a few milliseconds with agentrt's live heap of a few MB, and never
+// runs under load, where it would only make the allocator fault its pages
+// in again. If the memory was live after all, it tries again after 2, 4,
+// 8... seconds, up to a minute.
 const (
 	reclaimEvery     = time.Second
+	reclaimQuiet     = 2 // intervals without a collection
 	reclaimThreshold = 64 << 20
 	reclaimMaxWait   = 64 // intervals
 )
@@ -67,14 +67,24 @@ const (
 type reclaimPolicy struct {
 	threshold uint64
 	floor     uint64 // the least the heap has held
+	gcs       uint64 // collections so far, at the last look
+	quiet     int    // intervals since a collection ran
 	wait      int    // intervals to let pass before trying again
 	backoff   int
 }
 
-// due reports, given what the heap holds now, whether to reclaim.
-func (p *reclaimPolicy) due(held uint64) bool {
+// due reports, given what the heap holds now and how many collections have
+// run so far, whether to reclaim.
+func (p *reclaimPolicy) due(held, gcs uint64) bool {
 	if held < p.floor {
 		p.floor = held
+	}
+	if gcs != p.gcs {
+		p.gcs, p.quiet = gcs, 0
+		return false // busy: the runtime gives memory back itself
+	}
+	if p.quiet++; p.quiet < reclaimQuiet {
+		return false
 	}
 	if held <= p.floor+p.threshold {
 		p.wait, p.backoff = 0, 0
@@ -87,9 +97,10 @@ func (p *reclaimPolicy) due(held uint64) bool {
 	return true
 }
 
-// reclaimed records what the heap held after a reclaim: if that is still
-// far above its floor, the memory is live, and the next try waits longer.
-func (p *reclaimPolicy) reclaimed(held uint64) {
+// reclaimed records the heap after a reclaim: if it still holds far more
+// than its floor, the memory is live, and the next try waits longer.
+func (p *reclaimPolicy) reclaimed(held, gcs uint64) {
+	p.gcs = gcs // its own collections are not the server being busy
 	if held < p.floor {
 		p.floor = held
 	}
@@ -99,20 +110,20 @@ func (p *reclaimPolicy) reclaimed(held uint64) {
 	}
 }
 
-// heapHeld is what the heap holds: live and dead objects, and memory kept
-// for them but not returned to the system.
-func heapHeld() uint64 {
+// heapStats is what the heap holds (live and dead objects, and memory kept
+// for them but not returned to the system) and the collections so far.
+func heapStats() (held, gcs uint64) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
 	}
 	metrics.Read(samples)
-	var n uint64
-	for _, s := range samples {
-		n += s.Value.Uint64()
+	for _, s := range samples[:3] {
+		held += s.Value.Uint64()
 	}
-	return n
+	return held, samples[3].Value.Uint64()
 }
 
 // reclaim collects and returns freed memory to the system.
@@ -124,7 +135,8 @@ func reclaim() {
 // reclaimMemory returns freed heap memory to the system, as reclaimPolicy
 // decides, every interval until ctx is done.
 func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
-	p := reclaimPolicy{threshold: threshold, floor: heapHeld()}
+	held, gcs := heapStats()
+	p := reclaimPolicy{threshold: threshold, floor: held, gcs: gcs}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -133,9 +145,9 @@ func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
 			return
 		case <-tick.C:
 		}
-		if p.due(heapHeld()) {
+		if p.due(heapStats()) {
 			reclaim()
-			p.reclaimed(heapHeld())
+			p.reclaimed(heapStats())
 		}
 	}
 }
