@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,21 +23,22 @@ const AutoMinFreeDisk = -1
 // Asking the file system (statfs, about a microsecond) for every write
 // would cost create-task a few percent, so free space is estimated: the
 // last answer minus what was reserved since, asked again once a second,
-// and always before a write is refused. Space freed meanwhile is
-// seen at the next asking.
+// and always before a write is refused. Space freed meanwhile is seen at
+// the next asking. Within the second, a reservation is two atomic
+// operations.
 type diskFloor struct {
-	dir string
-	min int64 // 0: no floor
-
-	mu       sync.Mutex
-	free     int64 // estimated free bytes
-	asked    time.Time
-	statfs   func(dir string) (free, total int64, err error)
+	dir      string
+	min      int64 // 0: no floor
 	interval time.Duration
+	statfs   func(dir string) (free, total int64, err error)
+
+	free  atomic.Int64 // estimated free bytes
+	asked atomic.Int64 // when free was last asked, in Unix nanoseconds
+	mu    sync.Mutex   // one asking at a time
 }
 
-// newDiskFloor keeps floor bytes free on dir's file system (AutoMinFreeDisk:
-// the smaller of 1 GiB and 5% of it; 0: no floor).
+// newDiskFloor keeps floor bytes free on dir's file system
+// (AutoMinFreeDisk: the smaller of 1 GiB and 5% of it; 0: no floor).
 func newDiskFloor(dir string, floor int64) (*diskFloor, error) {
 	d := &diskFloor{dir: dir, min: floor, statfs: statfs, interval: time.Second}
 	free, total, err := d.statfs(dir)
@@ -46,7 +48,8 @@ func newDiskFloor(dir string, floor int64) (*diskFloor, error) {
 	if floor == AutoMinFreeDisk {
 		d.min = min(1<<30, total/20)
 	}
-	d.free, d.asked = free, time.Now()
+	d.free.Store(free)
+	d.asked.Store(time.Now().UnixNano())
 	return d, nil
 }
 
@@ -59,20 +62,25 @@ func (d *diskFloor) reserve(n int64) error {
 	if d == nil || d.min <= 0 {
 		return nil
 	}
+	if time.Now().UnixNano()-d.asked.Load() < int64(d.interval) {
+		if d.free.Add(-n) >= d.min {
+			return nil
+		}
+		d.free.Add(n) // not taken: ask the file system before refusing
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if time.Since(d.asked) >= d.interval || d.free-n < d.min {
-		free, _, err := d.statfs(d.dir)
-		if err != nil {
-			return fmt.Errorf("free space of %s: %w", d.dir, err)
-		}
-		d.free, d.asked = free, time.Now()
+	free, _, err := d.statfs(d.dir)
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", d.dir, err)
 	}
-	if d.free-n < d.min {
+	d.asked.Store(time.Now().UnixNano())
+	if free-n < d.min {
+		d.free.Store(free)
 		return &protocol.Error{Code: protocol.EINSUFFICIENT, Message: fmt.Sprintf(
-			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(d.free, 0), d.min)}
+			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(free, 0), d.min)}
 	}
-	d.free -= n
+	d.free.Store(free - n)
 	return nil
 }
 

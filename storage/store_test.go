@@ -622,3 +622,33 @@ func TestPluginTimeKeepsCallsShorterThanAMillisecond(t *testing.T) {
 		t.Errorf("300 calls of 0.3 ms used %v of the task's time, want 90ms", task.PluginTime)
 	}
 }
+
+func TestTheDiskFloorRefusesWritesThatWouldGoBelowItAndAsksBeforeRefusing(t *testing.T) {
+	free := int64(100 << 20)
+	asked := 0
+	d := &diskFloor{dir: "x", min: 50 << 20, interval: time.Hour, statfs: func(string) (int64, int64, error) {
+		asked++
+		return free, 1 << 30, nil
+	}}
+	d.free.Store(free)
+	d.asked.Store(time.Now().UnixNano())
+	for range 4 { // 40 MiB in all: within the estimate, no asking
+		if err := d.reserve(10 << 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if asked != 0 {
+		t.Errorf("asked the file system %d times within the interval", asked)
+	}
+	// The 40 MiB were written. The estimate says no to 20 MiB more; the
+	// file system is asked, and says so too.
+	free = 60 << 20
+	if err := d.reserve(20 << 20); protocol.ErrorCode(err) != protocol.EINSUFFICIENT || asked != 1 {
+		t.Errorf("a write past the floor: %v (asked %d times)", err, asked)
+	}
+	// Space was freed meanwhile: the asking before a refusal finds it.
+	free = 200 << 20
+	if err := d.reserve(20 << 20); err != nil || asked != 2 {
+		t.Errorf("after space was freed: %v (asked %d times)", err, asked)
+	}
+}
