@@ -46,9 +46,9 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	}
 	defer up.Discard()
 
-	done := bodyDone(r)
-	defer done()
-	r.Body = http.MaxBytesReader(w, r.Body, s.agent.limits.MaxUploadBytes+multipartOverhead)
+	paced := s.body(w, r, s.agent.limits.MaxUploadBytes+multipartOverhead)
+	defer paced.finish()
+	r.Body = io.NopCloser(paced)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return Errorf(EUNPROCESSABLE, "the body must be multipart/form-data with a \"file\" part: %v", err)
@@ -96,7 +96,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	if !haveFile {
 		return Errorf(EUNPROCESSABLE, "the body has no \"file\" part")
 	}
-	done()
+	paced.finish()
 	art, err := up.Commit(r.Context(), fileName, relativePath)
 	if err != nil {
 		return err

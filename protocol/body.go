@@ -16,52 +16,41 @@ import (
 // uploads at a byte a second each held a staging file and a descriptor for
 // as long as they liked.
 
-// pace returns r to serve with its body, if one is coming, read at the
-// server's pace: the body must have come by BodyTimeout after now plus one
+// A request body must have come by BodyTimeout after the request plus one
 // second for every MinBodyRate bytes received, give or take a second (the
 // deadline is moved a second ahead at a time, so that a small body costs
-// no more than setting it and lifting it). It is set before any handler
-// runs: net/http itself drains a small body that no handler read before it
-// answers, and a body that never came held the answer back for as long as
-// the client liked. A client slower than that gets ESLOWBODY, and net/http
-// closes its connection.
-//
-// The body is replaced in a copy of r: net/http looks at the original
-// request's body after the handler (a 100-continue never sent means
-// nothing to drain), and must find its own there.
-func (s *Server) pace(w http.ResponseWriter, r *http.Request) *http.Request {
-	if r.ContentLength == 0 {
-		return r // no body: net/http reads ahead for the next request, with its own deadlines
+// no more than setting it and lifting it). A client slower than that gets
+// ESLOWBODY, and net/http closes its connection.
+
+// paceUnread gives a request's body, if one is coming, its first deadline
+// before any handler runs: net/http itself drains a small body that no
+// handler read before it answers, and a body that never came held the
+// answer back for as long as the client liked. Handlers that read the
+// body move the deadline on as it comes (body).
+func (s *Server) paceUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 { // else no body: net/http reads ahead for the next request, with its own deadlines
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout + paceSlack))
 	}
-	b := &pacedBody{
-		r:     r.Body,
+}
+
+// body returns r's body, for a handler to read, limited to max bytes and
+// paced. Call finish once the handler has read what it wants of it: the
+// deadline must not outlive the body, or net/http's background read of
+// the connection (to notice a client that goes away) would time out while
+// the request is still being served, and cancel it.
+func (s *Server) body(w http.ResponseWriter, r *http.Request, max int64) *pacedBody {
+	return &pacedBody{
+		r:     http.MaxBytesReader(w, r.Body, max),
 		rc:    http.NewResponseController(w),
 		start: time.Now(),
 		grace: s.cfg.BodyTimeout,
 		rate:  s.cfg.MinBodyRate,
 	}
-	b.extendTo(b.deadlineAt(0).Add(paceSlack))
-	paced := new(http.Request)
-	*paced = *r
-	paced.Body = b
-	return paced
 }
 
-// bodyDone returns what lifts the deadline on r's body, to call once the
-// handler has read what it wants of it (more calls do nothing): the
-// deadline must not outlive the body, or net/http's background read of the
-// connection (to notice a client that goes away) would time out while the
-// request is still being served, and cancel it.
-func bodyDone(r *http.Request) func() {
-	if b, ok := r.Body.(*pacedBody); ok {
-		return b.finish
-	}
-	return func() {}
-}
-
-// pacedBody is a request body read at the server's pace (see pace).
+// pacedBody is a request body read at the server's pace.
 type pacedBody struct {
-	r      io.ReadCloser
+	r      io.Reader
 	rc     *http.ResponseController
 	start  time.Time
 	grace  time.Duration
@@ -106,13 +95,11 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *pacedBody) Close() error { return b.r.Close() }
-
 // finish lifts the deadline, unless a read failed: then net/http's own
 // reads of what is left of the body (it drains a small one before
 // answering) must fail as fast.
 func (b *pacedBody) finish() {
-	if !b.failed && !b.set.IsZero() {
+	if !b.failed {
 		b.rc.SetReadDeadline(time.Time{})
 		b.set = time.Time{}
 	}

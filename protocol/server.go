@@ -105,7 +105,8 @@ func NewServer(agent *Agent, cfg ServerConfig) *Server {
 
 // ServeHTTP serves the protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.router.ServeHTTP(w, s.pace(w, r))
+	s.paceUnread(w, r)
+	s.router.ServeHTTP(w, r)
 }
 
 // handlerFunc is a route's handler; an error it returns is rendered by
@@ -215,9 +216,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
 // arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	done := bodyDone(r)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	done()
+	paced := s.body(w, r, s.cfg.MaxBodyBytes)
+	body, err := io.ReadAll(paced)
+	paced.finish()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		var e *Error
