@@ -27,6 +27,9 @@
 #   BENCH_TMP [$TMPDIR or /tmp]  where the temp data dirs go (use a disk, not tmpfs:
 #                           agentrt fsyncs every commit)
 #   AGENTRT [build/agentrt], PLUGIN_DIR [build/plugins]
+#   BENCH_BASELINE          another agentrt binary (an earlier build) to measure
+#                           beside AGENTRT in the same run: its servers are
+#                           base-go, base-tinygo, base-rust, with the same plugins
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +45,7 @@ SEED_TASKS="${BENCH_SEED_TASKS:-10000}"
 STEP_TASKS="${BENCH_STEP_TASKS:-100}"
 SCENARIOS="${BENCH_SCENARIOS:-create get step}"
 AGENTRT="${AGENTRT:-build/agentrt}"
+BASELINE="${BENCH_BASELINE:-}"
 PLUGIN_DIR="${PLUGIN_DIR:-build/plugins}"
 JS_VERSION=1.0.5
 READY_TIMEOUT=60 # seconds a server may take to print its url= line
@@ -57,6 +61,7 @@ for s in $SCENARIOS; do
 	case "$s" in create | get | step) ;; *) die "unknown scenario '$s' in BENCH_SCENARIOS (expected: create get step)" ;; esac
 done
 [ -x "$AGENTRT" ] || die "$AGENTRT not found or not executable: run 'make build/agentrt' (or 'make bench')"
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE $BASELINE not found or not executable"
 [ -f "$PLUGIN_DIR/echo-go.wasm" ] || die "$PLUGIN_DIR/echo-go.wasm not found: run 'make $PLUGIN_DIR/echo-go.wasm' (or 'make bench')"
 command -v go >/dev/null 2>&1 || die "go not found on PATH (needed for bench/seed)"
 command -v node >/dev/null 2>&1 || die "node not found on PATH: install Node.js 20 (apt-get install nodejs npm)"
@@ -105,14 +110,20 @@ for l in go tinygo rust; do
 	if [ -f "$PLUGIN_DIR/echo-$l.wasm" ]; then cp "$PLUGIN_DIR/echo-$l.wasm" "$WORK/plugins/"; fi
 done
 AGENTRT_BIN="$WORK/bin/agentrt"
+BASE_BIN=""
+if [ -n "$BASELINE" ]; then
+	cp "$BASELINE" "$WORK/bin/agentrt-base"
+	BASE_BIN="$WORK/bin/agentrt-base"
+fi
 
 log "building bench/seed and bench/fsyncprobe"
 go build -o "$WORK/seed" ./bench/seed || die "go build ./bench/seed failed"
 go build -o "$WORK/fsyncprobe" ./bench/fsyncprobe || die "go build ./bench/fsyncprobe failed"
 
 # ------------------------------------------------------------------ servers
-# Server names: js, agentrt-go, agentrt-tinygo, agentrt-rust.
-plugin_of() { echo "$WORK/plugins/echo-${1#agentrt-}.wasm"; }
+# Server names: js, agentrt-go, agentrt-tinygo, agentrt-rust, and with a
+# baseline base-go, base-tinygo, base-rust.
+plugin_of() { local l="${1#agentrt-}"; echo "$WORK/plugins/echo-${l#base-}.wasm"; }
 
 # start_server NAME: starts it on a free port with a fresh data dir; sets
 # SERVER_PID and BASE (http://127.0.0.1:PORT/ap/v1).
@@ -129,6 +140,9 @@ start_server() {
 		;;
 	agentrt-*)
 		"$AGENTRT_BIN" run "$(plugin_of "$name")" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
+		;;
+	base-*)
+		"$BASE_BIN" run "$(plugin_of "$name")" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
 		;;
 	*) die "unknown server $name" ;;
 	esac
@@ -228,13 +242,16 @@ measure() {
 }
 
 servers_for() {
+	local base=""
+	[ -n "$BASE_BIN" ] && base="base-go"
 	case "$1" in
-	create | get) echo "agentrt-go js" ;;
+	create | get) echo "agentrt-go $base js" ;;
 	step)
-		local s="agentrt-go" l
+		local s="agentrt-go $base" l
 		for l in tinygo rust; do
 			if [ -f "$WORK/plugins/echo-$l.wasm" ]; then
 				s="$s agentrt-$l"
+				[ -n "$BASE_BIN" ] && s="$s base-$l"
 			else
 				log "step: $PLUGIN_DIR/echo-$l.wasm not found, agentrt-$l skipped"
 			fi
@@ -253,6 +270,7 @@ MACHINE="$(
 	echo "- plugins: $(cd "$WORK/plugins" && for f in *.wasm; do printf '%s %s KiB; ' "$f" "$(($(stat -c %s "$f") / 1024))"; done | sed 's/; $//')"
 	echo "- data dirs on: $(df -T "$WORK" | awk 'NR == 2 { print $2 " (" $1 ")" }'); 4 KiB append+fsync there: $(field "$FSYNC_LINE" per_s)/s (p50 $(field "$FSYNC_LINE" p50_us) µs, p99 $(field "$FSYNC_LINE" p99_us) µs)"
 	echo "- $("$AGENTRT_BIN" version 2>/dev/null | head -n 1) (binary sha256 $(sha256sum "$AGENTRT_BIN" | cut -c1-12), repo at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')); node $(node --version); agent-protocol $(node -p "require('$BENCH/js/node_modules/agent-protocol/package.json').version"); $(wrk --version 2>&1 | head -n 1 | awk '{ print $1, $2 }')"
+	[ -n "$BASE_BIN" ] && echo "- baseline (base-*): $("$BASE_BIN" version 2>/dev/null | head -n 1) (binary sha256 $(sha256sum "$BASE_BIN" | cut -c1-12))"
 	echo "- wrk -t$THREADS -c$CONNS --timeout 10s, $WARMUP warm-up + $DURATION measured per scenario and server, $ROUNDS round(s), server order rotated each round; fresh server and data dir for every run"
 )"
 
@@ -317,7 +335,7 @@ REPORT="$(
 					target = "≥ 5× JS"
 					if (rl != "") met = (mr >= 5) ? "yes" : sprintf("no (%.0f%% of target)", 100 * mr / 5)
 				} else {
-					goal = (srv == "agentrt-go") ? 300 : 2000
+					goal = (srv ~ /-go$/) ? 300 : 2000
 					target = sprintf("≥ %d/s", goal)
 					met = (m >= goal) ? "yes" : sprintf("no (%.0f%% of target)", 100 * m / goal)
 				}
