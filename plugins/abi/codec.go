@@ -379,8 +379,12 @@ func into[T any](s *scanner, dst *T, read func() (T, error)) error {
 }
 
 // object calls member for each member of an object, with the scanner at
-// the member's value.
+// the member's value. null is an object without members, as encoding/json
+// reads null into a struct: it leaves the struct as it is.
 func (s *scanner) object(member func(key string) error) error {
+	if s.null() {
+		return nil
+	}
 	if s.peek() != '{' {
 		return s.fail("want an object")
 	}
