@@ -47,7 +47,6 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	defer up.Discard()
 
 	paced := s.body(w, r, s.agent.limits.MaxUploadBytes+multipartOverhead)
-	defer paced.finish()
 	r.Body = io.NopCloser(paced)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -96,7 +95,9 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	if !haveFile {
 		return Errorf(EUNPROCESSABLE, "the body has no \"file\" part")
 	}
-	paced.finish()
+	if err := paced.drain(); err != nil {
+		return uploadReadError(err)
+	}
 	art, err := up.Commit(r.Context(), fileName, relativePath)
 	if err != nil {
 		return err

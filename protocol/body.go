@@ -34,10 +34,12 @@ func (s *Server) paceUnread(w http.ResponseWriter, r *http.Request) {
 }
 
 // body returns r's body, for a handler to read, limited to max bytes and
-// paced. Call finish once the handler has read what it wants of it: the
-// deadline must not outlive the body, or net/http's background read of
-// the connection (to notice a client that goes away) would time out while
-// the request is still being served, and cancel it.
+// paced. The deadline is lifted when the body ends, and only then: it must
+// not outlive the body, or net/http's background read of the connection
+// (to notice a client that goes away, started at the body's end) would
+// time out while the request is still being served, and cancel it; and it
+// must hold as long as the body has not ended, since net/http drains what
+// the handler left of it before it answers.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, max int64) *pacedBody {
 	return &pacedBody{
 		r:     http.MaxBytesReader(w, r.Body, max),
@@ -50,14 +52,13 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, max int64) *pacedB
 
 // pacedBody is a request body read at the server's pace.
 type pacedBody struct {
-	r      io.Reader
-	rc     *http.ResponseController
-	start  time.Time
-	grace  time.Duration
-	rate   int64     // bytes per second
-	n      int64     // bytes read so far
-	set    time.Time // the read deadline set last
-	failed bool      // a read failed: the deadline stays, for net/http's own reads too
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64     // bytes per second
+	n     int64     // bytes read so far
+	set   time.Time // the read deadline set last
 }
 
 // paceSlack is how far ahead of the pace the deadline is moved each time.
@@ -84,9 +85,10 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.n += int64(n)
 	if err == io.EOF {
-		b.finish()
-	} else if err != nil {
-		b.failed = true
+		// The body has ended: nothing is left to drain, and net/http now
+		// reads the connection in the background.
+		b.rc.SetReadDeadline(time.Time{})
+		b.set = time.Time{}
 	}
 	if err != nil && isTimeout(err) {
 		return n, Errorf(ESLOWBODY, "the request body came too slowly: %d bytes in %s; the server waits %s for it and then at least a second per %d bytes",
@@ -95,14 +97,12 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish lifts the deadline, unless a read failed: then net/http's own
-// reads of what is left of the body (it drains a small one before
-// answering) must fail as fast.
-func (b *pacedBody) finish() {
-	if !b.failed {
-		b.rc.SetReadDeadline(time.Time{})
-		b.set = time.Time{}
-	}
+// drain reads what is left of the body, at the same pace, so that it
+// ends (and the deadline is lifted) before a handler goes on to slow work
+// (an artifact handler): what follows a multipart body's last part, say.
+func (b *pacedBody) drain() error {
+	_, err := io.Copy(io.Discard, b)
+	return err
 }
 
 func isTimeout(err error) bool {

@@ -216,9 +216,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
 // arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	paced := s.body(w, r, s.cfg.MaxBodyBytes)
-	body, err := io.ReadAll(paced)
-	paced.finish()
+	body, err := io.ReadAll(s.body(w, r, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		var e *Error

@@ -1069,27 +1069,34 @@ func TestUploadsInFlightAreCappedPerClientAndInAll(t *testing.T) {
 func TestARequestBodyThatNeverComesIsAnsweredAndClosed(t *testing.T) {
 	ts := serve(t, examplePlugin(t, "echo-go"), slowBodyConfig)
 	task := ts.createTask(`{}`)
-	// Each request declares a 100-byte body and sends none of it. Whatever
-	// the route does with the body (reads it and times out, or answers
-	// without reading it), the client gets its answer and the connection
-	// is closed: it cannot hold a connection and a goroutine for longer
-	// than the body timeout.
+	// Each request declares a body 100 bytes longer than what it sends.
+	// Whatever the route does with the body (reads it and times out,
+	// answers without reading it, or reads part of it and answers), the
+	// client gets its answer and the connection is closed: it cannot hold
+	// a connection and a goroutine for longer than the body timeout.
+	multipart := "multipart/form-data; boundary=b0undary"
 	for _, tc := range []struct {
 		name, method, path, contentType string
 		status                          int
+		sent                            string // what of the body is sent
 	}{
-		{"create task", "POST", "/ap/v1/agent/tasks", "application/json", 408},
-		{"execute step", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/steps", "application/json", 408},
-		{"upload", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/artifacts", "multipart/form-data; boundary=b0undary", 408},
-		{"upload to an unknown task", "POST", "/ap/v1/agent/tasks/" + uuid.NewString() + "/artifacts", "multipart/form-data; boundary=b0undary", 404},
-		{"list tasks with a body", "GET", "/ap/v1/agent/tasks", "application/json", 200},
-		{"wrong method with a body", "PUT", "/ap/v1/agent/tasks", "application/json", 405},
+		{"upload refused before its body: not multipart", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/artifacts", "text/plain", 422, ""},
+		{"upload refused after its first bytes: a bad file name", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/artifacts", multipart, 422,
+			"--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"..\"\r\n\r\n"},
+		{"a whole upload whose epilogue never comes", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/artifacts", multipart, 408,
+			"--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\nhello\r\n--b0undary--\r\n"},
+		{"create task", "POST", "/ap/v1/agent/tasks", "application/json", 408, ""},
+		{"execute step", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/steps", "application/json", 408, ""},
+		{"upload", "POST", "/ap/v1/agent/tasks/" + task.TaskID + "/artifacts", multipart, 408, ""},
+		{"upload to an unknown task", "POST", "/ap/v1/agent/tasks/" + uuid.NewString() + "/artifacts", multipart, 404, ""},
+		{"list tasks with a body", "GET", "/ap/v1/agent/tasks", "application/json", 200, ""},
+		{"wrong method with a body", "PUT", "/ap/v1/agent/tasks", "application/json", 405, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			conn, br := dialRaw(t, ts, nil)
-			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: agentrt\r\nContent-Type: %s\r\nContent-Length: 100\r\n\r\n",
-				tc.method, tc.path, tc.contentType)
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: agentrt\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+				tc.method, tc.path, tc.contentType, len(tc.sent)+100, tc.sent)
 			res, err := readRawResponse(conn, br, 3*time.Second)
 			if err != nil {
 				t.Fatalf("no response within 3 s (the body timeout is 300 ms): %v%s", err, drainHint)
