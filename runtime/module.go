@@ -16,7 +16,23 @@ type moduleLimits struct {
 	// All the functions of a module together may declare MaxLocals plus one
 	// per byte of their code section (8 bytes of host heap each).
 	MaxLocals uint32
+	// MaxInstanceBytes bounds the host heap every instance of the module
+	// holds for its tables, globals and segments (instanceCost), table
+	// entries aside (MaxTableEntries counts those).
+	MaxInstanceBytes uint64
 }
+
+// What wazero v1.12 holds on the host heap for every instance of a module,
+// per declared item, measured (a million of each, per instance) and
+// rounded up. The counts are bounded by the module's bytes, but a module
+// of a few MiB of them made every instance hold a hundred MB.
+const (
+	costPerTable          = 128 // measured 107
+	costPerGlobal         = 96  // measured 84
+	costPerElementSegment = 24  // a slice header
+	costPerPassiveElement = 48  // measured 40: a reference and its evaluation
+	costPerDataSegment    = 24  // a slice header (the bytes stay the module's)
+)
 
 // prepareModule checks a module's binary before wazero decodes it and returns the code to compile.
 //
@@ -103,6 +119,11 @@ func prepareModule(code []byte, lim moduleLimits) ([]byte, error) {
 		}
 		off = c.end
 	}
+	w.instanceCost += uint64(len(w.tables)) * costPerTable
+	if lim.MaxInstanceBytes > 0 && w.instanceCost > lim.MaxInstanceBytes {
+		return nil, fmt.Errorf("declares so many tables, globals and segments that each instance would hold %d KiB of host memory for them; at most %d KiB are allowed",
+			w.instanceCost>>10, lim.MaxInstanceBytes>>10)
+	}
 	return w.boundTables(code, tableStart, tableEnd)
 }
 
@@ -125,6 +146,9 @@ type moduleWalk struct {
 	lim         moduleLimits
 	funcImports uint32       // to give functions their absolute index
 	tables      []tableLimit // one per table the module defines, appended as read
+	// instanceCost is the host heap an instance holds for the module's
+	// tables, globals and segments (the cost* constants).
+	instanceCost uint64
 }
 
 type tableLimit struct {
@@ -157,6 +181,7 @@ func (w *moduleWalk) section(id byte, c *cursor) {
 		w.memories(c)
 	case 6:
 		n := c.count("globals", 0)
+		w.instanceCost += uint64(n) * costPerGlobal
 		for i := uint32(0); i < n && c.err == nil; i++ {
 			c.valueType()
 			if mut := c.u8(); mut > 1 && c.err == nil {
@@ -302,6 +327,7 @@ func (c *cursor) limits(what string, index uint64) (min, max uint32, hasMax bool
 // function indices or expressions follow.
 func (w *moduleWalk) elements(c *cursor) {
 	n := c.count("element segments", 0)
+	w.instanceCost += uint64(n) * costPerElementSegment
 	for i := uint32(0); i < n && c.err == nil; i++ {
 		flags := c.u32()
 		if c.err == nil && flags > 7 {
@@ -329,16 +355,20 @@ func (w *moduleWalk) elements(c *cursor) {
 				c.failf("declares element segment %d of element type 0x%02x; only funcref (0x70) and externref (0x6f) exist", i, rt)
 			}
 		}
+		var k uint32
 		if flags < 4 {
-			k := c.count("function indices in element segment %d", uint64(i))
+			k = c.count("function indices in element segment %d", uint64(i))
 			for j := uint32(0); j < k && c.err == nil; j++ {
 				c.u32()
 			}
 		} else {
-			k := c.count("expressions in element segment %d", uint64(i))
+			k = c.count("expressions in element segment %d", uint64(i))
 			for j := uint32(0); j < k && c.err == nil; j++ {
 				c.constExpr()
 			}
+		}
+		if flags&1 == 1 { // passive or declarative: every instance keeps its references
+			w.instanceCost += uint64(k) * costPerPassiveElement
 		}
 	}
 }
@@ -390,6 +420,7 @@ func (w *moduleWalk) code(c *cursor) {
 
 func (w *moduleWalk) data(c *cursor) {
 	n := c.count("data segments", 0)
+	w.instanceCost += uint64(n) * costPerDataSegment
 	for i := uint32(0); i < n && c.err == nil; i++ {
 		switch flags := c.u32(); {
 		case c.err != nil:

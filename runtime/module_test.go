@@ -94,7 +94,7 @@ const (
 )
 
 var (
-	pluginLimits = moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000}
+	pluginLimits = moduleLimits{MaxTableEntries: DefaultMaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes}
 	i32c0        = []byte{0x41, 0, opEnd} // i32.const 0
 )
 
@@ -985,4 +985,85 @@ func FuzzPrepareModule(f *testing.F) {
 			t.Fatalf("wazero allocates %d MiB to compile %d bytes that prepareModule accepts", got>>20, len(out))
 		}
 	})
+}
+
+// repeated is n copies of item, after n as a vector length.
+func repeated(n int, item []byte) []byte {
+	return concat(uleb(uint64(n)), bytes.Repeat(item, n))
+}
+
+// instanceHeap is how much the Go heap grows while 4 instances of code
+// stand, per instance.
+func instanceHeap(t *testing.T, code []byte) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	cm, err := r.CompileModule(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap := func() uint64 {
+		goruntime.GC()
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	var mods []api.Module
+	for range 4 {
+		m, err := r.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mods = append(mods, m)
+	}
+	grew := heap() - before
+	for _, m := range mods {
+		m.Close(ctx)
+	}
+	return grew / 4
+}
+
+func TestPrepareModuleBoundsWhatEveryInstanceHolds(t *testing.T) {
+	lim := moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000, MaxInstanceBytes: 16 << 20}
+	fn := concat(wasmSection(1, wasmVec([]byte{0x60, 0, 0})), wasmSection(3, wasmVec([]byte{0})))
+	for _, tc := range []struct {
+		name string
+		code func(n int) []byte
+		n    int
+	}{
+		// Minimums of 0 pass MaxTableEntries; each table still costs.
+		{"tables of no entries", func(n int) []byte { return wasmModule(wasmSection(4, repeated(n, []byte{0x70, 0x00, 0x00}))) }, 400_000},
+		{"globals", func(n int) []byte {
+			return wasmModule(wasmSection(6, repeated(n, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})))
+		}, 400_000},
+		{"passive element entries", func(n int) []byte {
+			return wasmModule(fn, wasmSection(9, uleb(1), []byte{1, 0}, repeated(n, []byte{0})), wasmSection(10, wasmVec([]byte{2, 0, opEnd})))
+		}, 800_000},
+		{"data segments", func(n int) []byte {
+			return wasmModule(wasmSection(5, wasmVec([]byte{0, 1})), wasmSection(11, repeated(n, []byte{1, 0})))
+		}, 1_000_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := tc.code(tc.n)
+			// Unchecked, every instance of these few MiB holds tens of MB.
+			unchecked, err := prepareModule(code, moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := instanceHeap(t, unchecked)
+			t.Logf("%d of them in %d KiB: %d MiB per instance", tc.n, len(code)>>10, per>>20)
+			if per < 16<<20 {
+				t.Errorf("the module is not the hazard the test means: %d KiB per instance", per>>10)
+			}
+			if _, err := prepareModule(code, lim); err == nil || !strings.Contains(err.Error(), "each instance would hold") {
+				t.Fatalf("refused with %v, want the instance's host memory named", err)
+			}
+			// A tenth of them is within the limit.
+			if _, err := prepareModule(tc.code(tc.n/10), lim); err != nil {
+				t.Errorf("a tenth of them: %v", err)
+			}
+		})
+	}
 }

@@ -85,6 +85,12 @@ const (
 // of the web's engines (V8, SpiderMonkey) too.
 const maxLocals = 50_000
 
+// maxInstanceBytes caps the host heap an instance holds for the plugin's
+// tables, globals and segments (moduleLimits.MaxInstanceBytes): 16 MiB.
+// A Go plugin of 3 MiB declares some 36,000 data segments (under 1 MiB);
+// TinyGo's and Rust's a few dozen.
+const maxInstanceBytes = 16 << 20
+
 // Plugin is a compiled, validated plugin ready to run handler calls. Its
 // methods are safe for concurrent use.
 type Plugin struct {
@@ -130,7 +136,7 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 		return nil, fmt.Errorf("plugin %s is not a WebAssembly module (no \\0asm header)", path)
 	}
 	// Before wazero decodes it: counts it would allocate from, tables.
-	if code, err = prepareModule(code, moduleLimits{MaxTableEntries: cfg.MaxTableEntries, MaxLocals: maxLocals}); err != nil {
+	if code, err = prepareModule(code, moduleLimits{MaxTableEntries: cfg.MaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes}); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
 
