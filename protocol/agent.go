@@ -431,7 +431,10 @@ func handlerError(handler string, err error) *Error {
 	}
 	switch e.Code {
 	case EPLUGIN, ETIMEOUT:
-		return &Error{Code: e.Code, Message: fmt.Sprintf("%s handler failed: %s", handler, e.Message)}
+		// The cause may be the plugin's own text (its error, or its
+		// function names in wazero's account of a trap): a client sees,
+		// and a step records, at most maxPluginText of it.
+		return &Error{Code: e.Code, Message: fmt.Sprintf("%s handler failed: %s", handler, cutText(e.Message, maxPluginText))}
 	}
 	return e
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -355,8 +356,8 @@ func (c *Call) workspaceUsage() (*workspaceUsage, error) {
 }
 
 // decodeResult reads the handler's result with decode after the handler
-// returned code. A failing handler's message, read into *errMsg by
-// decode, is cut to maxPluginText.
+// returned code. A failing handler's message is read into *errMsg by
+// decode.
 func (c *Call) decodeResult(code int32, decode func([]byte) error, errMsg *string) error {
 	c.flushOutput()
 	if c.resultErr != nil {
@@ -373,7 +374,7 @@ func (c *Call) decodeResult(code int32, decode func([]byte) error, errMsg *strin
 	}
 	switch {
 	case *errMsg != "":
-		return Errorf(EPLUGIN, "%s", cutText(*errMsg, maxPluginText))
+		return Errorf(EPLUGIN, "%s", *errMsg) // cut by handlerError
 	case code != 0:
 		return Errorf(EPLUGIN, "it returned code %d", code)
 	}
@@ -406,8 +407,11 @@ func decodeTaskResult(res *abi.TaskResult, max int) func([]byte) error {
 			if err != nil {
 				return err
 			}
-			switch tok {
-			case "steps":
+			key, _ := tok.(string)
+			// Keys match as encoding/json matches them, ignoring case,
+			// so that every handler's result reads the same way.
+			switch {
+			case strings.EqualFold(key, "steps"):
 				res.Steps = nil
 				if tok, err = dec.Token(); err != nil {
 					return err
@@ -429,7 +433,7 @@ func decodeTaskResult(res *abi.TaskResult, max int) func([]byte) error {
 				if _, err := dec.Token(); err != nil { // ]
 					return err
 				}
-			case "error":
+			case strings.EqualFold(key, "error"):
 				var msg *string
 				if err := dec.Decode(&msg); err != nil {
 					return err

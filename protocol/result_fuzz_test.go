@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -25,6 +26,7 @@ var resultSeeds = []string{
 	`{"steps":[1]}`, `{"steps":{}}`, `{"steps":[{"name":5}]}`, `[]`, `"s"`, `{"output":5}`,
 	"{\"output\":\"\xff\"}", `{"output":"\ud800"}`, `{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
 	`{"steps":[{}],"steps":[{},{},{},{},{}]}`, `{"output":"a"} {}`, ``, `{"error":"` + strings.Repeat("e", 5000) + `"}`,
+	`{"ERROR":"boom","Steps":[{"Name":"n"}]}`, `{"steps":[{"name":"a"}],"STEPS":null}`,
 }
 
 func FuzzResultDecoding(f *testing.F) {
@@ -52,6 +54,16 @@ func FuzzResultDecoding(f *testing.F) {
 			}
 		}
 		checkFailure(t, call, code, &task.Error, decodeTaskResult(&task, 3))
+		// Read the same as encoding/json reads it, within the limit.
+		var counted, ref abi.TaskResult
+		if decodeTaskResult(&counted, 1<<30)(result) == nil && call.resultErr == nil {
+			if err := json.Unmarshal(result, &ref); err != nil {
+				t.Fatalf("the task result %q is read, encoding/json refuses it: %v", result, err)
+			}
+			if counted.Error != ref.Error || !reflect.DeepEqual(counted.Steps, ref.Steps) {
+				t.Fatalf("the task result %q reads as %+v, encoding/json reads %+v", result, counted, ref)
+			}
+		}
 		if err := call.decodeResult(code, decodeTaskResult(&task, 3), &task.Error); err == nil {
 			for _, s := range task.Steps {
 				if !utf8.ValidString(s.Name) || (s.Input != nil && !utf8.ValidString(*s.Input)) || !utf8.Valid(s.AdditionalInput) {
@@ -84,6 +96,9 @@ func checkFailure(t *testing.T, call *Call, code int32, errMsg *string, decode f
 	if err != nil && !errors.As(err, &e) {
 		t.Fatalf("decodeResult returned %T %v, not an *Error", err, err)
 	}
+	if e != nil {
+		e = handlerError("artifact", e)
+	}
 	if e != nil && len(e.Message) > maxPluginText+100 {
 		t.Fatalf("a failure message of %d bytes", len(e.Message))
 	}
@@ -105,7 +120,19 @@ func TestResultDecodingSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = call.decodeResult(0, decodeTaskResult(&task, 3), &task.Error)
-	if msg := ErrorMessage(err); len(msg) > maxPluginText+100 || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "more bytes)") {
+	if msg := ErrorMessage(handlerError("task", err)); len(msg) > maxPluginText+100 || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "more bytes)") {
 		t.Errorf("a 10,000-byte failure message reached the client as %d bytes: %.80q…", len(msg), msg)
+	}
+}
+
+func TestAPluginFailureReachesClientsCut(t *testing.T) {
+	// wazero names a trapped start function by all its export names: the
+	// plugin chooses them, 200 KB of them on one line.
+	long := "the plugin trapped: in start function[3] export[\"" + strings.Repeat("x", 200<<10) + "\"]: wasm error: unreachable"
+	for _, code := range []string{EPLUGIN, ETIMEOUT} {
+		e := handlerError("step", Errorf(code, "%s", long))
+		if len(e.Message) > maxPluginText+64 || !strings.HasSuffix(e.Message, "more bytes)") || e.Code != code {
+			t.Errorf("%s: a failure of %d bytes reached the client as %d bytes", code, len(long), len(e.Message))
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
@@ -444,8 +445,21 @@ func firstLine(err error) string {
 		s = s[:i]
 	}
 	s = wazeroFrame.ReplaceAllString(s, "in $1: ")
-	return strings.TrimSuffix(s, " (recovered by wazero)")
+	s = strings.TrimSuffix(s, " (recovered by wazero)")
+	// wazero names a function by all its export names, which are the
+	// plugin's to choose: keep the line a line.
+	if len(s) > maxErrorLine {
+		cut := maxErrorLine
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+	}
+	return s
 }
+
+// maxErrorLine bounds what firstLine keeps of an error.
+const maxErrorLine = 1024
 
 func sameSignature(a, b api.FunctionDefinition) bool {
 	return equalTypes(a.ParamTypes(), b.ParamTypes()) && equalTypes(a.ResultTypes(), b.ResultTypes())
