@@ -176,9 +176,11 @@ type blob struct {
 }
 
 func (b *blob) Write(p []byte) (int, error) {
-	if err := b.floor.reserve(int64(len(p))); err != nil {
+	done, err := b.floor.reserve(int64(len(p)))
+	if err != nil {
 		return 0, err
 	}
+	defer done()
 	n, err := b.f.Write(p)
 	b.size += int64(n)
 	if err != nil {

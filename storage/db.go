@@ -125,7 +125,7 @@ var errClosed = errors.New("the store is closed")
 // used for the write itself: once asked for, a write happens, so that what
 // a client was told is what is on disk.
 func (s *Store) inTx(ctx context.Context, rows int, fn func(db) error) error {
-	if err := s.floor.reserve(0); err != nil {
+	if _, err := s.floor.reserve(0); err != nil {
 		return err
 	}
 	req := &writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1)}

@@ -24,7 +24,9 @@ const AutoMinFreeDisk = -1
 // would cost create-task a few percent, so free space is estimated: the
 // last answer minus what was reserved since, asked again once a second,
 // and always before a write is refused. Space freed meanwhile is seen at
-// the next asking. Within the second, a reservation is two atomic
+// the next asking. Writes reserved but not yet on disk (a workspace file
+// of hundreds of MiB takes seconds) are kept apart, so that asking again
+// does not forget them. Within the second, a reservation is a few atomic
 // operations.
 type diskFloor struct {
 	dir      string
@@ -32,9 +34,10 @@ type diskFloor struct {
 	interval time.Duration
 	statfs   func(dir string) (free, total int64, err error)
 
-	free  atomic.Int64 // estimated free bytes
-	asked atomic.Int64 // when free was last asked, in Unix nanoseconds
-	mu    sync.Mutex   // one asking at a time
+	free     atomic.Int64 // estimated free bytes
+	asked    atomic.Int64 // when free was last asked, in Unix nanoseconds
+	inflight atomic.Int64 // bytes reserved whose writes have not finished
+	mu       sync.Mutex   // one asking at a time
 }
 
 // newDiskFloor keeps floor bytes free on dir's file system
@@ -57,14 +60,17 @@ func newDiskFloor(dir string, floor int64) (*diskFloor, error) {
 func (d *diskFloor) Min() int64 { return d.min }
 
 // reserve accounts for n bytes about to be written, refusing them when they
-// would leave less than the floor free.
-func (d *diskFloor) reserve(n int64) error {
+// would leave less than the floor free. Call done once the write has
+// finished, written or not.
+func (d *diskFloor) reserve(n int64) (done func(), err error) {
 	if d == nil || d.min <= 0 {
-		return nil
+		return func() {}, nil
 	}
+	d.inflight.Add(n)
+	done = func() { d.inflight.Add(-n) }
 	if time.Now().UnixNano()-d.asked.Load() < int64(d.interval) {
 		if d.free.Add(-n) >= d.min {
-			return nil
+			return done, nil
 		}
 		d.free.Add(n) // not taken: ask the file system before refusing
 	}
@@ -72,16 +78,19 @@ func (d *diskFloor) reserve(n int64) error {
 	defer d.mu.Unlock()
 	free, _, err := d.statfs(d.dir)
 	if err != nil {
-		return fmt.Errorf("free space of %s: %w", d.dir, err)
+		done()
+		return nil, fmt.Errorf("free space of %s: %w", d.dir, err)
 	}
+	free -= d.inflight.Load() // this write's bytes among them
 	d.asked.Store(time.Now().UnixNano())
-	if free-n < d.min {
-		d.free.Store(free)
-		return &protocol.Error{Code: protocol.EINSUFFICIENT, Message: fmt.Sprintf(
-			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(free, 0), d.min)}
+	if free < d.min {
+		done()
+		d.free.Store(free + n)
+		return nil, &protocol.Error{Code: protocol.EINSUFFICIENT, Message: fmt.Sprintf(
+			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(free+n, 0), d.min)}
 	}
-	d.free.Store(free - n)
-	return nil
+	d.free.Store(free)
+	return done, nil
 }
 
 func statfs(dir string) (free, total int64, err error) {

@@ -633,9 +633,11 @@ func TestTheDiskFloorRefusesWritesThatWouldGoBelowItAndAsksBeforeRefusing(t *tes
 	d.free.Store(free)
 	d.asked.Store(time.Now().UnixNano())
 	for range 4 { // 40 MiB in all: within the estimate, no asking
-		if err := d.reserve(10 << 20); err != nil {
+		done, err := d.reserve(10 << 20)
+		if err != nil {
 			t.Fatal(err)
 		}
+		done()
 	}
 	if asked != 0 {
 		t.Errorf("asked the file system %d times within the interval", asked)
@@ -643,12 +645,27 @@ func TestTheDiskFloorRefusesWritesThatWouldGoBelowItAndAsksBeforeRefusing(t *tes
 	// The 40 MiB were written. The estimate says no to 20 MiB more; the
 	// file system is asked, and says so too.
 	free = 60 << 20
-	if err := d.reserve(20 << 20); protocol.ErrorCode(err) != protocol.EINSUFFICIENT || asked != 1 {
+	if _, err := d.reserve(20 << 20); protocol.ErrorCode(err) != protocol.EINSUFFICIENT || asked != 1 {
 		t.Errorf("a write past the floor: %v (asked %d times)", err, asked)
 	}
 	// Space was freed meanwhile: the asking before a refusal finds it.
 	free = 200 << 20
-	if err := d.reserve(20 << 20); err != nil || asked != 2 {
+	done, err := d.reserve(20 << 20)
+	if err != nil || asked != 2 {
 		t.Errorf("after space was freed: %v (asked %d times)", err, asked)
+	}
+	// That write is still being written when the file system is asked
+	// again (it says 200 MiB free, not knowing of the write): a write of
+	// 140 MiB more would go 10 MiB below the floor.
+	d.asked.Store(0)
+	if _, err := d.reserve(140 << 20); protocol.ErrorCode(err) != protocol.EINSUFFICIENT {
+		t.Errorf("a write past the floor while another is being written: %v", err)
+	}
+	done()
+	d.asked.Store(0)
+	if done, err := d.reserve(140 << 20); err != nil {
+		t.Errorf("once the other write finished: %v", err)
+	} else {
+		done()
 	}
 }

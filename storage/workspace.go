@@ -123,9 +123,11 @@ func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
 // WriteFile creates or replaces a workspace file, making its directories,
 // and syncs it.
 func (s *Store) WriteFile(taskID, name string, data []byte) error {
-	if err := s.floor.reserve(int64(len(data))); err != nil {
+	done, err := s.floor.reserve(int64(len(data)))
+	if err != nil {
 		return err
 	}
+	defer done()
 	root, err := s.openWorkspace(taskID, true)
 	if err != nil {
 		return workspaceError(name, err)
