@@ -287,6 +287,7 @@ func (c *Call) WorkspaceWrite(name string, data []byte) error {
 		return err
 	}
 	if err := c.agent.store.WriteFile(c.task.TaskID, file, data); err != nil {
+		c.usage = nil // it may have made directories: count again at the next change
 		return err
 	}
 	u.bytes, u.entries = bytes, entries

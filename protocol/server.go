@@ -171,7 +171,7 @@ type errorBody struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := ErrorCode(err)
 	if code == EINTERNAL && r.Context().Err() != nil {
-		s.cfg.Log.Info("request cancelled by the client", "method", r.Method, "path", r.URL.Path)
+		s.cfg.Log.Info("request cancelled by the client", "method", r.Method, "path", r.URL.Path, "err", err)
 		err, code = Errorf(EABORTED, "the request was cancelled"), EABORTED
 	}
 	body := errorBody{Message: ErrorMessage(err), Code: code}

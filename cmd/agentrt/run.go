@@ -14,7 +14,6 @@ import (
 	_ "net/http/pprof" // for -debug-addr
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +76,6 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		minFreeDisk:     diskFloorFlag{auto: true},
 		minBodyRate:     protocol.DefaultMinBodyRate,
 	}
-	goruntimeProcs := goruntime.GOMAXPROCS(0)
 	maxUpload := size(cfg.limits.MaxUploadBytes)
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
 	maxResult := size(cfg.limits.MaxResultBytes)
@@ -130,8 +128,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.IntVar(&cfg.maxUploads, "max-uploads", protocol.DefaultMaxUploads, "uploads received at once; beyond, 503 with Retry-After")
 	fs.IntVar(&cfg.maxUploadsPer, "max-uploads-per-client", protocol.DefaultMaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
 	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
-	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*goruntimeProcs), "plugin instances running at once, per plugin")
-	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*goruntimeProcs), "plugin instances running at once, all plugins together")
+	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*cpus), "plugin instances running at once, per plugin")
+	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*cpus), "plugin instances running at once, all plugins together")
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
 	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
@@ -182,6 +180,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		if f.v < f.min {
 			return nil, &usageError{fmt.Sprintf("bad -%s %d: want %d or more", f.name, f.v, f.min)}
 		}
+	}
+	if cfg.maxUploadsPer == 0 {
+		return nil, &usageError{"bad -max-uploads-per-client 0: want -1 (no limit per client) or 1 or more"}
 	}
 	if cfg.maxTableEntries > math.MaxUint32 {
 		return nil, &usageError{fmt.Sprintf("bad -max-table-entries %d: want at most %d", cfg.maxTableEntries, uint32(math.MaxUint32))}

@@ -17,6 +17,11 @@ import (
 // bounds it.
 const gcPercent = 400
 
+// cpus is the CPUs this process may use (GOMAXPROCS as Go sets it from the
+// machine, the container's limit or the environment), taken before
+// tuneRuntime adds a P: the defaults that follow the CPUs follow this.
+var cpus = goruntime.GOMAXPROCS(0)
+
 // tuneRuntime sets the Go runtime up for serving; what the environment
 // sets (GOGC, GOMAXPROCS) is left as it is.
 //
