@@ -46,6 +46,9 @@ type Store interface {
 	WorkspaceUsage(taskID string) (bytes int64, entries int, err error)
 	RemoveWorkspace(taskID string) error
 	PlaceUpload(taskID, name, artifactID string) (Placement, error)
+	// CheckSpace is EINSUFFICIENT when the disk is at the floor it keeps
+	// free: nothing new can be recorded.
+	CheckSpace() error
 }
 
 // Placement is an upload put into its task's workspace before the artifact
@@ -719,8 +722,13 @@ func (a *Agent) checkBudget(t *Task) error {
 }
 
 // run runs a handler for task t within what is left of the task's time
-// budget, and returns how long it ran.
+// budget, and returns how long it ran. No handler runs while the disk is at
+// its floor (EINSUFFICIENT): what it did could not be recorded, its time
+// not counted against the task's budget.
 func (a *Agent) run(ctx context.Context, t *Task, handler string, call *Call) (int32, time.Duration, error) {
+	if err := a.store.CheckSpace(); err != nil {
+		return 0, 0, err
+	}
 	remaining := a.limits.MaxTaskTime - t.PluginTime
 	if a.limits.MaxTaskTime > 0 {
 		var cancel context.CancelFunc

@@ -93,6 +93,13 @@ func (d *diskFloor) reserve(n int64) (done func(), err error) {
 	return done, nil
 }
 
+// CheckSpace is protocol.EINSUFFICIENT when the disk is at the floor the
+// store keeps free.
+func (s *Store) CheckSpace() error {
+	_, err := s.floor.reserve(0)
+	return err
+}
+
 func statfs(dir string) (free, total int64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {

@@ -531,6 +531,20 @@ func TestArtifactBytesFailureMessagesAndTheDiskAreBounded(t *testing.T) {
 			t.Errorf("%d bytes free, under the floor of 32 MiB", free)
 		}
 		ts.step(task, `{"input":"quick"}`) // small writes go on
+		// Below the floor (something else filled the disk), steps are
+		// refused (agentrt sees it within a second), and served again once
+		// there is room.
+		filler := filepath.Join(mnt, "filler")
+		if err := os.WriteFile(filler, make([]byte, diskFree(t, mnt)-16<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "a step refused at the floor", func() bool {
+			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 507
+		})
+		os.Remove(filler)
+		waitFor(t, 10*time.Second, "a step served again", func() bool {
+			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 200
+		})
 	})
 }
 
