@@ -95,7 +95,7 @@ type Plugin interface {
 type Limits struct {
 	MaxResultBytes int // the handler's result message
 	// MaxLogBytes bounds one call's log: log lines, stdout and stderr, each
-	// record counting its message plus LogRecordOverhead.
+	// record counted as LogRecordSize counts it (as stored, plus 64 bytes).
 	MaxLogBytes int
 	// MaxTaskLogBytes bounds a task's log (its task handler's and artifact
 	// handlers' records, counted as MaxLogBytes counts them); 0 for no limit.
@@ -258,7 +258,7 @@ func (a *Agent) fitTaskLog(t *Task, logs []LogRecord) TaskLog {
 	}
 	kept := 0
 	for _, r := range logs {
-		n := int64(len(r.Message)) + LogRecordOverhead
+		n := int64(LogRecordSize([]byte(r.Message)))
 		if n > room {
 			break
 		}

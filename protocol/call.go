@@ -140,14 +140,14 @@ func (c *Call) Log(level int32, message []byte) error {
 	return c.addLog(name, message)
 }
 
-// addLog counts a record as its message plus LogRecordOverhead, so that
-// empty records are not free.
+// addLog counts a record as LogRecordSize does: as it is stored, and
+// with an overhead so that empty records are not free.
 func (c *Call) addLog(level string, message []byte) error {
 	max := c.agent.limits.MaxLogBytes
 	if c.logFull {
 		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
-	size := len(message) + LogRecordOverhead
+	size := LogRecordSize(message)
 	if c.logBytes+size > max {
 		c.logFull = true
 		c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: "warn",

@@ -10,6 +10,7 @@ package protocol
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Task is a task as the protocol serves it.
@@ -130,7 +131,42 @@ const LogRecordOverhead = 64
 func LogSize(records []LogRecord) int64 {
 	var n int64
 	for _, r := range records {
-		n += int64(len(r.Message)) + LogRecordOverhead
+		n += int64(LogRecordSize([]byte(r.Message)))
+	}
+	return n
+}
+
+// LogRecordSize is what a record of message counts against a log limit:
+// LogRecordOverhead plus the message as it is stored, a JSON string
+// without HTML escaping (a control character takes 6 bytes there, a quote
+// 2), each byte that is not UTF-8 replaced by U+FFFD (3 bytes). It reads
+// message in place and allocates nothing.
+func LogRecordSize(message []byte) int {
+	n := LogRecordOverhead
+	for i := 0; i < len(message); {
+		c := message[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(message[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 3 // U+FFFD
+		case r == '\u2028' || r == '\u2029':
+			n += 6 // encoding/json escapes them
+		default:
+			n += size
+		}
+		i += size
 	}
 	return n
 }

@@ -209,11 +209,15 @@ func encodeLogs(logs []protocol.LogRecord) (any, error) {
 	if len(logs) == 0 {
 		return nil, nil
 	}
-	b, err := json.Marshal(logs)
-	if err != nil {
+	// Without HTML escaping, a record takes what protocol.LogRecordSize
+	// counts for it: '<' would take 6 bytes.
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(logs); err != nil {
 		return nil, fmt.Errorf("encode logs: %w", err)
 	}
-	return string(b), nil
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // readLogs reads a logs column, or returns notFound when there is no row.
