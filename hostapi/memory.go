@@ -33,18 +33,18 @@ func (c *call) view(mod api.Module, ptr, n uint32) ([]byte, int32) {
 
 // copyOut implements the ABI's sized-read convention: data is written to
 // [buf, buf+capacity) only if it fits, and its length is always returned,
-// so a plugin can call again with a buffer of the right size.
+// so a plugin can call again with a buffer of the right size. The buffer
+// must lie in the plugin's memory either way (ErrFault).
 func (c *call) copyOut(mod api.Module, data []byte, buf, capacity uint32) int32 {
-	if len(data) > math.MaxInt32 {
-		return c.fail(abi.ErrLimit, "the data is larger than 2 GiB")
-	}
-	if uint64(len(data)) > uint64(capacity) {
-		return int32(len(data))
-	}
-	dst, errno := c.view(mod, buf, uint32(len(data)))
+	dst, errno := c.view(mod, buf, capacity)
 	if errno != 0 {
 		return errno
 	}
-	copy(dst, data)
+	if len(data) > math.MaxInt32 {
+		return c.fail(abi.ErrLimit, "the data is larger than 2 GiB")
+	}
+	if len(data) <= len(dst) {
+		copy(dst, data)
+	}
 	return int32(len(data))
 }
