@@ -67,14 +67,18 @@ func insertArtifacts(w db, artifacts []protocol.Artifact) error {
 // is not read) and adds the artifact handler's time to the task's, in one
 // transaction.
 func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, log protocol.TaskLog, pluginTime time.Duration) error {
-	err := s.inTx(ctx, 2+len(artifacts), func(w db) error {
+	records, err := encodeLogs(log.Records) // here, not in the writer goroutine
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, 3+len(artifacts), func(w db) error {
 		if err := taskExists(w, taskID); err != nil {
 			return err
 		}
-		if err := addPluginTime(w, taskID, pluginTime); err != nil {
+		if err := addTaskUsage(w, taskID, pluginTime, 0); err != nil {
 			return err
 		}
-		if err := appendTaskLog(w, taskID, log); err != nil {
+		if err := appendTaskLog(w, taskID, records, log.Bytes); err != nil {
 			return err
 		}
 		return insertArtifacts(w, artifacts)

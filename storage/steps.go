@@ -15,13 +15,14 @@ const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_in
 
 // SaveStep records a step, inserting it or updating the planned step of the
 // same id, together with the artifacts it created (their bytes staged with
-// StageArtifact), in one transaction.
+// StageArtifact), and adds its plugin time to its task's, in one
+// transaction.
 func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
-	err := s.inTx(ctx, 2+len(artifacts), func(w db) error {
-		logs, err := encodeLogs(st.Logs)
-		if err != nil {
-			return err
-		}
+	logs, err := encodeLogs(st.Logs) // here, not in the writer goroutine
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, 2+len(artifacts), func(w db) error {
 		res, err := w.exec(`
 			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
 				additional_output = ?, is_last = ?, logs = ?, updated_at = ?
@@ -32,14 +33,16 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if err != nil {
 			return err
 		}
+		added := 0
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			if err := insertStep(w, st); err != nil {
+			if err := insertStep(w, st, logs); err != nil {
 				return err
 			}
+			added = 1
 		}
-		if err := addPluginTime(w, st.TaskID, st.PluginTime); err != nil {
+		if err := addTaskUsage(w, st.TaskID, st.PluginTime, added); err != nil {
 			return err
 		}
 		return insertArtifacts(w, artifacts)
@@ -51,22 +54,15 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	return nil
 }
 
-func insertStep(w db, st *protocol.Step) error {
-	logs, err := encodeLogs(st.Logs)
-	if err != nil {
-		return err
-	}
-	now := millis(time.Now())
-	_, err = w.exec(`
+// insertStep inserts a step whose logs are already encoded (encodeLogs).
+// Its task's step count is the caller's to keep (addTaskUsage).
+func insertStep(w db, st *protocol.Step, logs any) error {
+	_, err := w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
 			additional_output, is_last, planned, logs, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
-		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), now)
-	if err != nil {
-		return err
-	}
-	_, err = w.exec(`UPDATE tasks SET step_count = step_count + 1 WHERE id = ?`, st.TaskID)
+		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()))
 	return err
 }
 
@@ -151,13 +147,14 @@ func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol
 		`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID)
 }
 
-// addPluginTime adds to the time a task's handler calls have used, to the
-// nanosecond: a call of 0.3 ms counts 0.3 ms.
-func addPluginTime(w db, taskID string, d time.Duration) error {
-	if d <= 0 {
+// addTaskUsage adds to the time a task's handler calls have used, to the
+// nanosecond (a call of 0.3 ms counts 0.3 ms), and to its step count.
+func addTaskUsage(w db, taskID string, d time.Duration, steps int) error {
+	if d <= 0 && steps == 0 {
 		return nil
 	}
-	_, err := w.exec(`UPDATE tasks SET plugin_ns = plugin_ns + ? WHERE id = ?`, int64(d), taskID)
+	_, err := w.exec(`UPDATE tasks SET plugin_ns = plugin_ns + ?, step_count = step_count + ? WHERE id = ?`,
+		int64(max(d, 0)), steps, taskID)
 	return err
 }
 

@@ -57,6 +57,27 @@ func mustStage(t *testing.T, s *Store, taskID, data string) protocol.Artifact {
 	return protocol.Artifact{ArtifactID: id, TaskID: taskID, FileName: "f.txt", Size: int64(len(data)), CreatedAt: time.Now()}
 }
 
+// ReadFile reads a workspace file whole, for tests (the host reads files
+// into a plugin's memory with ReadFileInto).
+func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
+	fi, err := s.StatFile(taskID, name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size > max {
+		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size, max)
+	}
+	buf := make([]byte, fi.Size)
+	n, err := s.ReadFileInto(taskID, name, buf)
+	if err != nil {
+		return nil, err
+	}
+	if n > int64(len(buf)) { // replaced meanwhile by a larger file
+		return nil, protocol.Errorf(protocol.EUNAVAILABLE, "%q changed while it was read", name)
+	}
+	return buf[:n], nil
+}
+
 func readArtifact(t *testing.T, s *Store, a protocol.Artifact) string {
 	t.Helper()
 	f, err := s.OpenArtifact(&a)
@@ -667,5 +688,22 @@ func TestTheDiskFloorRefusesWritesThatWouldGoBelowItAndAsksBeforeRefusing(t *tes
 		t.Errorf("once the other write finished: %v", err)
 	} else {
 		done()
+	}
+}
+
+func TestValuesStoredBeforeTextWasCheckedAreServedAsStrictJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"k":"plain"}`:                    `{"k":"plain"}`,
+		"{\"k\":\"a\xffb\"}":               "{\"k\":\"a\uFFFDb\"}",
+		`{"k":"\ud800"}`:                   `{"k":"\ufffd"}`,
+		`{"k":"\udc00x"}`:                  `{"k":"\ufffdx"}`,
+		`{"k":"\ud83d\ude00"}`:             `{"k":"\ud83d\ude00"}`,
+		`{"k":"\\ud800"}`:                  `{"k":"\\ud800"}`, // an escaped backslash, then text
+		`{"k":"\ud800\ud83d\ude00\udc00"}`: `{"k":"\ufffd\ud83d\ude00\ufffd"}`,
+		`{"\udbff":1}`:                     `{"\ufffd":1}`,
+	} {
+		if got := string(rawJSON(in)); got != want {
+			t.Errorf("rawJSON(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,8 +27,8 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (id, input, additional_input, created_at, plugin_ns, log_bytes) VALUES (?, ?, ?, ?, ?, ?)`,
-			t.TaskID, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes)
+			`INSERT INTO tasks (id, input, additional_input, created_at, plugin_ns, log_bytes, step_count) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			t.TaskID, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned))
 		if err != nil {
 			return err
 		}
@@ -37,7 +38,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 			}
 		}
 		for i := range planned {
-			if err := insertStep(w, &planned[i]); err != nil {
+			if err := insertStep(w, &planned[i], nil); err != nil {
 				return err
 			}
 		}
@@ -135,19 +136,16 @@ func (s *Store) TaskLogs(ctx context.Context, taskID string) ([]protocol.LogReco
 	return logs, nil
 }
 
-// appendTaskLog adds one handler call's log records to a task's log.
-func appendTaskLog(w db, taskID string, log protocol.TaskLog) error {
-	if len(log.Records) == 0 {
+// appendTaskLog adds one handler call's log records, encoded (encodeLogs),
+// to a task's log, counting bytes against its limit.
+func appendTaskLog(w db, taskID string, records any, bytes int64) error {
+	if records == nil {
 		return nil
 	}
-	enc, err := encodeLogs(log.Records)
-	if err != nil {
+	if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, taskID, records, bytes); err != nil {
 		return err
 	}
-	if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, taskID, enc, log.Bytes); err != nil {
-		return err
-	}
-	_, err = w.exec(`UPDATE tasks SET log_bytes = log_bytes + ? WHERE id = ?`, log.Bytes, taskID)
+	_, err := w.exec(`UPDATE tasks SET log_bytes = log_bytes + ? WHERE id = ?`, bytes, taskID)
 	return err
 }
 
@@ -186,14 +184,63 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 }
 
 // rawJSON is a stored JSON value as it is served. Values stored before
-// agentrt checked UTF-8 may hold invalid bytes, always inside strings (JSON
-// is ASCII outside them); they are served as U+FFFD, so that every answer
-// stays valid JSON.
+// agentrt checked their text may hold bytes that are not UTF-8, always
+// inside strings (JSON is ASCII outside them), and \u escapes that are
+// lone surrogates: both are served as U+FFFD, so that every answer is JSON
+// a strict parser accepts. What is stored now is checked before it is
+// (protocol's checkJSON), and passes through as it is.
 func rawJSON(s string) json.RawMessage {
-	if utf8.ValidString(s) {
-		return json.RawMessage(s)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return json.RawMessage(strings.ToValidUTF8(s, "\uFFFD"))
+	if strings.Contains(s, `\u`) {
+		s = loneSurrogatesReplaced(s)
+	}
+	return json.RawMessage(s)
+}
+
+// loneSurrogatesReplaced replaces each \u escape in the JSON text s that is
+// half of a surrogate pair without its other half with \ufffd.
+func loneSurrogatesReplaced(s string) string {
+	surrogate := func(i int) (high, low bool) {
+		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
+			return false, false
+		}
+		r, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+		if err != nil {
+			return false, false
+		}
+		return r >= 0xd800 && r < 0xdc00, r >= 0xdc00 && r < 0xe000
+	}
+	var b strings.Builder
+	last := 0 // s[:last] is in b
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			continue
+		}
+		if s[i+1] != 'u' {
+			i++ // an escaped character: not the start of an escape
+			continue
+		}
+		high, low := surrogate(i)
+		if high {
+			if _, nextLow := surrogate(i + 6); nextLow {
+				i += 11 // a pair
+				continue
+			}
+		}
+		if high || low {
+			b.WriteString(s[last:i])
+			b.WriteString(`\ufffd`)
+			last = i + 6
+		}
+		i += 5
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 func nullString(s sql.NullString) *string {

@@ -99,27 +99,6 @@ func (s *Store) ReadFileInto(taskID, name string, buf []byte) (int64, error) {
 	return size, nil
 }
 
-// ReadFile returns the bytes of a workspace file, refusing files over max
-// bytes (ETOOLARGE) before reading them.
-func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
-	fi, err := s.StatFile(taskID, name)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size > max {
-		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size, max)
-	}
-	buf := make([]byte, fi.Size)
-	n, err := s.ReadFileInto(taskID, name, buf)
-	if err != nil {
-		return nil, err
-	}
-	if n > int64(len(buf)) { // replaced meanwhile by a larger file
-		return nil, protocol.Errorf(protocol.EUNAVAILABLE, "%q changed while it was read", name)
-	}
-	return buf[:n], nil
-}
-
 // WriteFile creates or replaces a workspace file, making its directories,
 // and syncs it.
 func (s *Store) WriteFile(taskID, name string, data []byte) error {
