@@ -2,25 +2,22 @@ package protocol
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 )
 
-// Request bodies at the edge: how long one may take to arrive, and how
-// many uploads may be received at once. Without these, clients trickling
-// uploads at a byte a second each held a staging file and a descriptor for
-// as long as they liked.
-
-// A request body must have come by BodyTimeout after the request plus one
-// second for every MinBodyRate bytes received, give or take a second (the
-// deadline is moved a second ahead at a time, so that a small body costs
-// no more than setting it and lifting it). A client slower than that gets
-// ESLOWBODY, and net/http closes its connection.
+// Request bodies at the edge: a body must have come by BodyTimeout after
+// the request plus one second for every MinBodyRate bytes received, give
+// or take a second (the deadline is moved a second ahead at a time, so that
+// a small body costs no more than setting it and lifting it). A client
+// slower than that gets ESLOWBODY, and net/http closes its connection.
+// Without this (and uploadSlots), clients trickling uploads at a byte a
+// second each held a staging file and a descriptor for as long as they
+// liked. The pace is an average: a client may send a burst and then idle
+// until the average catches up with it.
 
 // paceUnread gives a request's body, if one is coming, its first deadline
 // before any handler runs: net/http itself drains a small body that no
@@ -108,43 +105,4 @@ func (b *pacedBody) drain() error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// uploadSlots counts the uploads being received, in all and per client
-// address.
-type uploadSlots struct {
-	mu        sync.Mutex
-	max       int
-	perClient int // < 0: no limit
-	total     int
-	byClient  map[string]int
-}
-
-// acquire takes a slot for an upload from r's client, or refuses it with
-// EUNAVAILABLE; release gives it back.
-func (u *uploadSlots) acquire(r *http.Request) (release func(), err error) {
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	switch {
-	case u.total >= u.max:
-		return nil, &Error{Code: EUNAVAILABLE, RetryAfter: 1,
-			Message: fmt.Sprintf("the server is receiving %d uploads, the most it takes at once; retry shortly", u.total)}
-	case u.perClient >= 0 && u.byClient[client] >= u.perClient:
-		return nil, &Error{Code: EUNAVAILABLE, RetryAfter: 1,
-			Message: fmt.Sprintf("%d uploads from your address are being received, the most one client may send at once; retry when one is done", u.byClient[client])}
-	}
-	u.total++
-	u.byClient[client]++
-	return func() {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		u.total--
-		if u.byClient[client]--; u.byClient[client] <= 0 {
-			delete(u.byClient, client)
-		}
-	}, nil
 }
