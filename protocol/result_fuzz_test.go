@@ -136,3 +136,24 @@ func TestAPluginFailureReachesClientsCut(t *testing.T) {
 		}
 	}
 }
+
+func TestAPlanOverTheLimitIsRefusedBeforeItsStepsAreDecoded(t *testing.T) {
+	// 349,521 empty steps: what a 1 MiB result holds.
+	result := []byte(`{"steps":[` + strings.Repeat(`{},`, 349520) + `{}]}`)
+	var res abi.TaskResult
+	decode := decodeTaskResult(&res, 256)
+	allocs := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			res = abi.TaskResult{}
+			if err := decode(result); ErrorCode(err) != EPLUGIN {
+				b.Fatalf("decoding: %v", err)
+			}
+		}
+	})
+	// Decoding them all would allocate tens of MB (a PlannedStep each, and
+	// the slice that holds them); refusing at the 257th, a few KB.
+	if perOp := allocs.AllocedBytesPerOp(); perOp > 256<<10 {
+		t.Errorf("refusing a plan of 349,521 steps allocated %d KiB", perOp>>10)
+	}
+}
