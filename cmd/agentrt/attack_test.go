@@ -325,6 +325,12 @@ func TestSubMillisecondCallsUseUpTheTaskTimeBudget(t *testing.T) {
 	task := ts.createTask(`{}`).TaskID
 	for i := 1; ; i++ {
 		res := ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"fine"}`)
+		if res.status == 504 {
+			// The budget ran out during this call, which was stopped:
+			// the next is refused.
+			res.wantError(t, 504, "the task used up its plugin time budget of 50ms")
+			res = ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"fine"}`)
+		}
 		if res.status == 429 {
 			res.wantError(t, 429, "used up its plugin time budget of 50ms")
 			t.Logf("refused after %d calls", i)
