@@ -20,6 +20,9 @@ type moduleLimits struct {
 	// holds for its tables, globals and segments (instanceCost), table
 	// entries aside (MaxTableEntries counts those).
 	MaxInstanceBytes uint64
+	// MaxMemoryPages bounds the memory the module declares as its minimum,
+	// in 64 KiB pages: the memory limit (instanceMemory holds it to that).
+	MaxMemoryPages uint32
 }
 
 // What wazero v1.12 holds on the host heap for every instance of a module,
@@ -298,7 +301,11 @@ func (w *moduleWalk) memories(c *cursor) {
 		c.failf("declares %d memories; a module may have at most one", n)
 	}
 	for i := uint32(0); i < n && c.err == nil; i++ {
-		c.limits("its memory", 0) // wazero enforces the memory limit itself
+		min, _, _ := c.limits("its memory", 0)
+		if c.err == nil && min > w.lim.MaxMemoryPages {
+			c.failf("declares a memory of at least %d pages (%s); the memory limit is %d pages (%s)",
+				min, byteSize(uint64(min)*65536), w.lim.MaxMemoryPages, byteSize(uint64(w.lim.MaxMemoryPages)*65536))
+		}
 	}
 }
 

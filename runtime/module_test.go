@@ -94,7 +94,7 @@ const (
 )
 
 var (
-	pluginLimits = moduleLimits{MaxTableEntries: DefaultMaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes}
+	pluginLimits = moduleLimits{MaxTableEntries: DefaultMaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes, MaxMemoryPages: DefaultMemoryLimitPages}
 	i32c0        = []byte{0x41, 0, opEnd} // i32.const 0
 )
 
@@ -434,7 +434,7 @@ func TestPrepareModuleCapsTableGrowth(t *testing.T) {
 	}
 
 	t.Run("capped", func(t *testing.T) {
-		code, err := prepareModule(growModule, moduleLimits{MaxTableEntries: 1000, MaxLocals: 100})
+		code, err := prepareModule(growModule, moduleLimits{MaxTableEntries: 1000, MaxLocals: 100, MaxMemoryPages: DefaultMemoryLimitPages})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -516,7 +516,7 @@ func TestPrepareModuleSharesTableEntries(t *testing.T) {
 			code := wasmModule(wasmSection(1, wasmVec(concat([]byte{0x60}, wasmVec(), wasmVec()))), wasmSection(4, wasmVec(decls...)),
 				wasmSection(5, wasmVec([]byte{0x00, 1})), customSection("after", []byte("tail")))
 			in := bytes.Clone(code)
-			out, err := prepareModule(code, moduleLimits{MaxTableEntries: tc.limit, MaxLocals: 10})
+			out, err := prepareModule(code, moduleLimits{MaxTableEntries: tc.limit, MaxLocals: 10, MaxMemoryPages: DefaultMemoryLimitPages})
 			if !bytes.Equal(code, in) {
 				t.Fatal("prepareModule modified its input")
 			}
@@ -551,7 +551,7 @@ func TestPrepareModuleSharesTableEntries(t *testing.T) {
 			if _, err := r.CompileModule(ctx, out); err != nil {
 				t.Errorf("wazero does not compile the rewritten module: %v", err)
 			}
-			if again, err := prepareModule(out, moduleLimits{MaxTableEntries: tc.limit, MaxLocals: 10}); err != nil || &again[0] != &out[0] {
+			if again, err := prepareModule(out, moduleLimits{MaxTableEntries: tc.limit, MaxLocals: 10, MaxMemoryPages: DefaultMemoryLimitPages}); err != nil || &again[0] != &out[0] {
 				t.Errorf("a second pass changes the module (%v)", err)
 			}
 		})
@@ -1026,7 +1026,7 @@ func instanceHeap(t *testing.T, code []byte) uint64 {
 }
 
 func TestPrepareModuleBoundsWhatEveryInstanceHolds(t *testing.T) {
-	lim := moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000, MaxInstanceBytes: 16 << 20}
+	lim := moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000, MaxInstanceBytes: 16 << 20, MaxMemoryPages: DefaultMemoryLimitPages}
 	fn := concat(wasmSection(1, wasmVec([]byte{0x60, 0, 0})), wasmSection(3, wasmVec([]byte{0})))
 	for _, tc := range []struct {
 		name string
@@ -1048,7 +1048,7 @@ func TestPrepareModuleBoundsWhatEveryInstanceHolds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code := tc.code(tc.n)
 			// Unchecked, every instance of these few MiB holds tens of MB.
-			unchecked, err := prepareModule(code, moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000})
+			unchecked, err := prepareModule(code, moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000, MaxMemoryPages: DefaultMemoryLimitPages})
 			if err != nil {
 				t.Fatal(err)
 			}

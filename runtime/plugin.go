@@ -137,13 +137,15 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 		return nil, fmt.Errorf("plugin %s is not a WebAssembly module (no \\0asm header)", path)
 	}
 	// Before wazero decodes it: counts it would allocate from, tables.
-	if code, err = prepareModule(code, moduleLimits{MaxTableEntries: cfg.MaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes}); err != nil {
+	lim := moduleLimits{MaxTableEntries: cfg.MaxTableEntries, MaxLocals: maxLocals, MaxInstanceBytes: maxInstanceBytes, MaxMemoryPages: cfg.MemoryLimitPages}
+	if code, err = prepareModule(code, lim); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
 
+	// wazero's memory limit stays at wasm32's 4 GiB: instanceMemory holds
+	// each instance to cfg.MemoryLimitPages, and sees the grows it refuses.
 	rc := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(!cfg.NoCloseOnContextDone).
-		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		// The plugin's DWARF sections would be parsed by the host at
 		// compile time and again at every trap; agentrt reports a trap by
 		// its first line only.
@@ -217,7 +219,7 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 	// trap nor loop, and tells the ABI version.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	mod, err := p.instantiate(ctx, io.Discard, io.Discard)
+	mod, _, err := p.instantiate(ctx, io.Discard, io.Discard)
 	if err != nil {
 		return fmt.Errorf("initialization failed: %s", protocol.ErrorMessage(err))
 	}
@@ -353,7 +355,7 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 }
 
 func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, error) {
-	mod, err := p.instantiate(ctx, inv.Stdout, inv.Stderr)
+	mod, mem, err := p.instantiate(ctx, inv.Stdout, inv.Stderr)
 	if err != nil {
 		return 0, err
 	}
@@ -369,11 +371,11 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 	res, err := fn.Call(callCtx)
 	if err != nil {
 		failure := p.failure(ctx, err)
-		// A plugin out of memory usually traps soon after a failed
-		// memory.grow: say so when its memory is near the limit.
-		if mem := mod.Memory(); mem != nil && failure.Code == protocol.EPLUGIN &&
-			uint64(mem.Size()) >= uint64(p.cfg.MemoryLimitPages)*65536*9/10 {
-			failure.Message += fmt.Sprintf(" (its memory had grown to %d MiB of its %d MiB limit)", mem.Size()>>20, p.cfg.MemoryLimitPages>>4)
+		// A plugin out of memory traps soon after a refused memory.grow,
+		// in words of its own language's runtime.
+		if mem.refused > 0 && failure.Code == protocol.EPLUGIN {
+			failure.Message += fmt.Sprintf(" (it ran out of memory: it asked for %s, over its limit of %s)",
+				byteSize(mem.refused), byteSize(mem.limit))
 		}
 		return 0, failure
 	}
@@ -387,14 +389,27 @@ func shuttingDown() *protocol.Error {
 // instantiate makes a fresh instance and runs its initialization. Its
 // sleeps (WASI's poll_oneoff, see instantiateWASI) are real, and end when
 // ctx does.
-func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api.Module, error) {
+func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api.Module, *instanceMemory, error) {
 	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr)
-	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(allocateMemory))
+	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536}
+	ctx = experimental.WithMemoryAllocator(ctx, mem)
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
-		return nil, p.failure(ctx, err)
+		return nil, nil, p.failure(ctx, err)
 	}
-	return mod, nil
+	return mod, mem, nil
+}
+
+// byteSize is n bytes as a person reads it: whole MiB or KiB where n is
+// one, else MiB with a decimal.
+func byteSize(n uint64) string {
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n < 1<<20 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // failure explains why guest code stopped, in a client's terms.
