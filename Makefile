@@ -38,8 +38,8 @@ HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi -nam
 # FUZZTIME_TEST; "make fuzz" for FUZZTIME each (seed corpora in each
 # package's testdata/fuzz/; what a run finds new stays in Go's cache, and a
 # failing input is written to testdata/fuzz/ for a test to keep).
-FUZZ_TARGETS   := ./protocol:FuzzDecodeRequestBody ./protocol:FuzzCheckJSON ./protocol:FuzzResultDecoding ./protocol:FuzzLogRecordSize \
-                  ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule
+FUZZ_TARGETS   := ./protocol/httpapi:FuzzDecodeRequestBody ./protocol:FuzzCheckJSON ./protocol/wire:FuzzResultDecoding ./protocol:FuzzStepResult \
+                  ./protocol:FuzzLogRecordSize ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule
 FUZZTIME_TEST  ?= 4s
 FUZZTIME       ?= 2m
 

@@ -27,16 +27,17 @@ import (
 type Host interface {
 	Input() []byte
 	SetResult(result []byte) error
-	Log(level int32, message []byte) error
-	CreateArtifact(meta abi.ArtifactMeta, data []byte) (id string, err error)
+	// Log keeps a line of level protocol.LevelDebug...
+	Log(level string, message []byte) error
+	CreateArtifact(ctx context.Context, spec protocol.ArtifactSpec, data []byte) (id string, err error)
 	Config() []byte
 	// WorkspaceReadInto reads the file at path into buf when it fits and
 	// returns its size either way.
-	WorkspaceReadInto(path string, buf []byte) (int64, error)
-	WorkspaceWrite(path string, data []byte) error
-	WorkspaceList(prefix string) ([]protocol.FileInfo, error)
-	WorkspaceStat(path string) (protocol.FileInfo, error)
-	WorkspaceDelete(path string) error
+	WorkspaceReadInto(ctx context.Context, path string, buf []byte) (int64, error)
+	WorkspaceWrite(ctx context.Context, path string, data []byte) error
+	WorkspaceList(ctx context.Context, prefix string) ([]protocol.FileInfo, error)
+	WorkspaceStat(ctx context.Context, path string) (protocol.FileInfo, error)
+	WorkspaceDelete(ctx context.Context, path string) error
 }
 
 // Config bounds what a plugin may do through the host API.
@@ -62,6 +63,9 @@ type call struct {
 	host    Host
 	calls   int
 	lastErr string
+	// ctx is the context of the host function running, for the Host
+	// methods that do I/O.
+	ctx context.Context
 }
 
 // Instantiate defines the import module in r. Plugins compiled in r may then
@@ -121,6 +125,7 @@ func (f *functions) enter(ctx context.Context, mod api.Module, stack []uint64, i
 		// The only way out of a runaway loop of host calls: stop the call.
 		panic(protocol.Errorf(protocol.EPLUGIN, "the plugin made more than %d host calls in one handler call", f.cfg.MaxCalls))
 	}
+	c.ctx = ctx
 	return impl(c, mod, stack)
 }
 
@@ -176,9 +181,14 @@ func (f *functions) log(c *call, mod api.Module, stack []uint64) int32 {
 	if errno != 0 {
 		return errno
 	}
+	// The names of package abi's levels are the domain's.
+	name := abi.LevelName(level)
+	if name == "" {
+		return c.fail(abi.ErrInvalid, fmt.Sprintf("unknown log level %d", level))
+	}
 	// b is the plugin's memory, possibly all of it: the host checks it
 	// against the log limit before it copies anything.
-	if err := c.host.Log(level, b); err != nil {
+	if err := c.host.Log(name, b); err != nil {
 		return c.failErr(err)
 	}
 	return 0
@@ -209,7 +219,7 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 			return errno
 		}
 	}
-	id, err := c.host.CreateArtifact(meta, data)
+	id, err := c.host.CreateArtifact(c.ctx, protocol.ArtifactSpec{FileName: meta.FileName, RelativePath: meta.RelativePath, WorkspacePath: meta.WorkspacePath}, data)
 	if err != nil {
 		return c.failErr(err)
 	}
@@ -258,7 +268,7 @@ func (f *functions) workspaceRead(c *call, mod api.Module, stack []uint64) int32
 	if errno != 0 {
 		return errno
 	}
-	size, err := c.host.WorkspaceReadInto(p, buf)
+	size, err := c.host.WorkspaceReadInto(c.ctx, p, buf)
 	if err != nil {
 		return c.failErr(err)
 	}
@@ -278,7 +288,7 @@ func (f *functions) workspaceWrite(c *call, mod api.Module, stack []uint64) int3
 	if errno != 0 {
 		return errno
 	}
-	if err := c.host.WorkspaceWrite(p, data); err != nil {
+	if err := c.host.WorkspaceWrite(c.ctx, p, data); err != nil {
 		return c.failErr(err)
 	}
 	return 0
@@ -290,7 +300,7 @@ func (f *functions) workspaceList(c *call, mod api.Module, stack []uint64) int32
 	if errno != 0 {
 		return errno
 	}
-	files, err := c.host.WorkspaceList(prefix)
+	files, err := c.host.WorkspaceList(c.ctx, prefix)
 	if err != nil {
 		return c.failErr(err)
 	}
@@ -307,7 +317,7 @@ func (f *functions) workspaceStat(c *call, mod api.Module, stack []uint64) int32
 	if errno != 0 {
 		return errno
 	}
-	fi, err := c.host.WorkspaceStat(p)
+	fi, err := c.host.WorkspaceStat(c.ctx, p)
 	if err != nil {
 		return c.failErr(err)
 	}
@@ -320,7 +330,7 @@ func (f *functions) workspaceDelete(c *call, mod api.Module, stack []uint64) int
 	if errno != 0 {
 		return errno
 	}
-	if err := c.host.WorkspaceDelete(p); err != nil {
+	if err := c.host.WorkspaceDelete(c.ctx, p); err != nil {
 		return c.failErr(err)
 	}
 	return 0

@@ -23,7 +23,7 @@ type fakeHost struct {
 	input     []byte
 	result    []byte
 	logs      []string
-	artifacts []abi.ArtifactMeta
+	artifacts []protocol.ArtifactSpec
 	data      [][]byte
 	files     map[string][]byte
 	config    []byte
@@ -45,15 +45,17 @@ func (h *fakeHost) SetResult(b []byte) error {
 	return nil
 }
 
-func (h *fakeHost) Log(level int32, msg []byte) error {
-	if abi.LevelName(level) == "" {
-		return protocol.Errorf(protocol.EUNPROCESSABLE, "unknown log level %d", level)
+func (h *fakeHost) Log(level string, msg []byte) error {
+	switch level {
+	case protocol.LevelDebug, protocol.LevelInfo, protocol.LevelWarn, protocol.LevelError:
+	default:
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "unknown log level %q", level)
 	}
-	h.logs = append(h.logs, abi.LevelName(level)+":"+string(msg))
+	h.logs = append(h.logs, level+":"+string(msg))
 	return nil
 }
 
-func (h *fakeHost) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error) {
+func (h *fakeHost) CreateArtifact(ctx context.Context, meta protocol.ArtifactSpec, data []byte) (string, error) {
 	if meta.FileName == "" || strings.Contains(meta.FileName, "/") {
 		return "", protocol.Errorf(protocol.EBADPATH, "bad file name %q", meta.FileName)
 	}
@@ -66,7 +68,7 @@ func (h *fakeHost) Config() []byte { return h.config }
 
 func (h *fakeHost) clean(p string) (string, error) { return protocol.CleanFilePath(p) }
 
-func (h *fakeHost) WorkspaceReadInto(p string, buf []byte) (int64, error) {
+func (h *fakeHost) WorkspaceReadInto(ctx context.Context, p string, buf []byte) (int64, error) {
 	b, err := h.WorkspaceRead(p)
 	if err != nil {
 		return 0, err
@@ -89,7 +91,7 @@ func (h *fakeHost) WorkspaceRead(p string) ([]byte, error) {
 	return b, nil
 }
 
-func (h *fakeHost) WorkspaceWrite(p string, data []byte) error {
+func (h *fakeHost) WorkspaceWrite(ctx context.Context, p string, data []byte) error {
 	p, err := h.clean(p)
 	if err != nil {
 		return err
@@ -101,7 +103,7 @@ func (h *fakeHost) WorkspaceWrite(p string, data []byte) error {
 	return nil
 }
 
-func (h *fakeHost) WorkspaceList(prefix string) ([]protocol.FileInfo, error) {
+func (h *fakeHost) WorkspaceList(ctx context.Context, prefix string) ([]protocol.FileInfo, error) {
 	var out []protocol.FileInfo
 	for p, b := range h.files {
 		if strings.HasPrefix(p, prefix) {
@@ -112,7 +114,7 @@ func (h *fakeHost) WorkspaceList(prefix string) ([]protocol.FileInfo, error) {
 	return out, nil
 }
 
-func (h *fakeHost) WorkspaceStat(p string) (protocol.FileInfo, error) {
+func (h *fakeHost) WorkspaceStat(ctx context.Context, p string) (protocol.FileInfo, error) {
 	b, err := h.WorkspaceRead(p)
 	if err != nil {
 		return protocol.FileInfo{}, err
@@ -120,7 +122,7 @@ func (h *fakeHost) WorkspaceStat(p string) (protocol.FileInfo, error) {
 	return protocol.FileInfo{Path: p, Size: int64(len(b)), ModTime: time.UnixMilli(1700000000000)}, nil
 }
 
-func (h *fakeHost) WorkspaceDelete(p string) error {
+func (h *fakeHost) WorkspaceDelete(ctx context.Context, p string) error {
 	if _, err := h.WorkspaceRead(p); err != nil {
 		return err
 	}
@@ -440,5 +442,20 @@ func TestHostCallFloodStopsTheCall(t *testing.T) {
 	}
 	if len(h.logs) != 2000 {
 		t.Errorf("%d log calls got through, want 2000 (1000 per handler call)", len(h.logs))
+	}
+}
+
+// log hands the domain the name package abi gives a level, so the two
+// must name the same levels.
+func TestEveryABILogLevelIsALevelTheDomainKeeps(t *testing.T) {
+	kept := map[string]bool{protocol.LevelDebug: true, protocol.LevelInfo: true, protocol.LevelWarn: true, protocol.LevelError: true}
+	for _, level := range []int32{abi.LevelDebug, abi.LevelInfo, abi.LevelWarn, abi.LevelError} {
+		if name := abi.LevelName(level); !kept[name] {
+			t.Errorf("abi level %d is %q, not a level the domain keeps", level, name)
+		}
+		delete(kept, abi.LevelName(level))
+	}
+	if len(kept) != 0 {
+		t.Errorf("domain levels no abi level names: %v", kept)
 	}
 }

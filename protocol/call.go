@@ -2,23 +2,23 @@ package protocol
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/agentrt/agentrt/plugins/abi"
 )
 
 // Call is the state of one handler call: the input the plugin reads, the
 // result it sets, its log, and the artifacts it creates. The host API
-// (package hostapi) acts on it; a Call is used by one goroutine at a time.
+// (package hostapi) acts on it; a Call is used by one goroutine at a time,
+// while its task is locked.
 type Call struct {
 	agent   *Agent
-	handler string
+	plugin  Plugin
+	codec   Codec
+	handler Handler
 	task    *Task
 	step    *Step
 	input   []byte
@@ -35,81 +35,45 @@ type Call struct {
 	artifacts []Artifact
 	blobs     []Blob
 	done      bool
-	// held and heldBytes are how many artifacts the task held when the
-	// call began, and their bytes, counting the upload an artifact handler
-	// is handling; createdBytes are the bytes of the call's artifacts.
-	held         int
-	heldBytes    int64
-	createdBytes int64
-
-	// usage is the workspace's size, loaded at the first write or delete
-	// and kept up to date by them (the task is locked during the call).
-	usage *workspaceUsage
+	// artifacts is what the task's artifacts use against its quotas: those
+	// it held when the call began, the upload an artifact handler is
+	// handling, and those the call created.
+	use artifactUse
+	// workspace is the task's, held to its quota.
+	workspace Workspace
 }
 
-type workspaceUsage struct {
-	bytes   int64
-	entries int
-}
-
-func (a *Agent) newCall(handler string, t *Task, s *Step, req *abi.Request, upload *Artifact) *Call {
-	in := abi.Input{ABI: abi.Version, Handler: handler, Task: taskView(t), Request: req}
-	if upload != nil {
-		v := artifactView(upload)
-		in.Artifact = &v
+// newCall starts a call of plugin's handler in.Handler.
+func (a *Agent) newCall(plugin Plugin, in *HandlerInput) *Call {
+	codec := plugin.Codec()
+	c := &Call{
+		agent:     a,
+		plugin:    plugin,
+		codec:     codec,
+		handler:   in.Handler,
+		task:      in.Task,
+		step:      in.Step,
+		input:     codec.EncodeInput(in),
+		artifacts: []Artifact{},
+		use:       artifactsOf(in.Task),
+		workspace: a.store.Workspace(in.Task.TaskID, a.limits.workspaceQuota()),
 	}
-	if s != nil {
-		in.Step = &abi.Step{
-			StepID:          s.StepID,
-			Name:            s.Name,
-			Input:           s.Input,
-			AdditionalInput: s.AdditionalInput,
-			Planned:         s.Planned,
-		}
-	}
-	input, err := json.Marshal(in)
-	if err != nil {
-		panic(fmt.Sprintf("encode handler input: %v", err)) // all fields are JSON-safe
-	}
-	c := &Call{agent: a, handler: handler, task: t, step: s, input: input, artifacts: []Artifact{}, held: len(t.Artifacts)}
-	for _, art := range t.Artifacts {
-		c.heldBytes += art.Size
-	}
-	if upload != nil {
-		c.held++
-		c.heldBytes += upload.Size
+	if in.Upload != nil {
+		c.use.add(in.Upload.Size)
 	}
 	c.stdout = lineWriter{call: c, level: "stdout"}
 	c.stderr = lineWriter{call: c, level: "stderr"}
 	return c
 }
 
-func taskView(t *Task) abi.Task {
-	v := abi.Task{TaskID: t.TaskID, Input: t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
-	for _, a := range t.Artifacts {
-		v.Artifacts = append(v.Artifacts, artifactView(&a))
-	}
-	return v
-}
+// Handler is the handler being called.
+func (c *Call) Handler() Handler { return c.handler }
 
-func artifactView(a *Artifact) abi.Artifact {
-	return abi.Artifact{
-		ArtifactID:    a.ArtifactID,
-		AgentCreated:  a.AgentCreated,
-		FileName:      a.FileName,
-		RelativePath:  a.RelativePath,
-		WorkspacePath: a.WorkspacePath(),
-	}
-}
-
-// Handler is the handler being called (abi.HandlerTask, ...).
-func (c *Call) Handler() string { return c.handler }
-
-// Input is the message the handler reads (abi.Input as JSON).
+// Input is the message the handler reads, in the plugin's wire format.
 func (c *Call) Input() []byte { return c.input }
 
 // SetResult keeps the handler's result message, replacing an earlier one.
-// It must be one JSON value agentrt can store and serve (checkJSON: UTF-8,
+// It must be one JSON value agentrt can store and serve (CheckJSON: UTF-8,
 // no lone surrogates, nested at most MaxJSONDepth deep), within the result
 // limit; otherwise it is refused and, unless a later one replaces it, the
 // call fails.
@@ -118,7 +82,7 @@ func (c *Call) SetResult(b []byte) error {
 		c.resultErr = Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
 		return c.resultErr
 	}
-	if err := checkJSON(b, MaxJSONDepth); err != nil {
+	if err := CheckJSON(b, MaxJSONDepth); err != nil {
 		c.resultErr = Errorf(EUNPROCESSABLE, "result is not valid JSON: %v", err)
 		return c.resultErr
 	}
@@ -127,17 +91,26 @@ func (c *Call) SetResult(b []byte) error {
 	return nil
 }
 
-// Log keeps one log line of the given level (abi.LevelDebug...). message
-// may be the plugin's memory: it is checked against the call's log limit
+// The levels of a log line a plugin logs. What it writes to stdout and
+// stderr is logged with levels "stdout" and "stderr".
+const (
+	LevelDebug = "debug"
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+)
+
+// Log keeps one log line of the given level (LevelDebug...). message may
+// be the plugin's memory: it is checked against the call's log limit
 // before anything is copied, and kept as UTF-8 (invalid bytes become
 // U+FFFD). Past the limit, lines are dropped and ETOOLARGE returned; the
 // log then ends with a line saying so.
-func (c *Call) Log(level int32, message []byte) error {
-	name := abi.LevelName(level)
-	if name == "" {
-		return Errorf(EUNPROCESSABLE, "unknown log level %d", level)
+func (c *Call) Log(level string, message []byte) error {
+	switch level {
+	case LevelDebug, LevelInfo, LevelWarn, LevelError:
+		return c.addLog(level, message)
 	}
-	return c.addLog(name, message)
+	return Errorf(EUNPROCESSABLE, "unknown log level %q", level)
 }
 
 // addLog counts a record as LogRecordSize does: as it is stored, and
@@ -169,30 +142,41 @@ func (c *Call) Stdout() io.Writer { return &c.stdout }
 // Stderr: see Stdout.
 func (c *Call) Stderr() io.Writer { return &c.stderr }
 
-// CreateArtifact stages a new artifact with the given bytes and returns its
-// id. It is recorded, linked to the step being executed, only if the
-// handler succeeds.
-func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error) {
-	name, err := CleanFileName(meta.FileName)
+// ArtifactSpec names an artifact a handler creates.
+type ArtifactSpec struct {
+	FileName     string
+	RelativePath string
+	// WorkspacePath, when set, names the workspace file whose bytes the
+	// artifact takes.
+	WorkspacePath string
+}
+
+// CreateArtifact stages a new artifact with the given bytes, or those of
+// the workspace file spec.WorkspacePath, and returns its id. It is
+// recorded, linked to the step being executed, only if the handler
+// succeeds.
+func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byte) (string, error) {
+	name, err := CleanFileName(spec.FileName)
 	if err != nil {
 		return "", err
-	} else if name != meta.FileName {
-		return "", Errorf(EBADPATH, "file name %q is not a plain name; put directories in relative_path", meta.FileName)
+	} else if name != spec.FileName {
+		return "", Errorf(EBADPATH, "file name %q is not a plain name; put directories in relative_path", spec.FileName)
 	}
-	dir, err := CleanDir(meta.RelativePath)
+	dir, err := CleanDir(spec.RelativePath)
 	if err != nil {
 		return "", err
 	}
-	if max := c.agent.limits.MaxCallArtifacts; len(c.artifacts) >= max {
+	l := &c.agent.limits
+	if max := l.MaxCallArtifacts; len(c.artifacts) >= max {
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
 	}
-	if err := c.agent.limits.checkArtifactCount(c.held + len(c.artifacts)); err != nil {
+	if err := l.checkArtifactCount(c.use); err != nil {
 		return "", err
 	}
 	id := newID()
 	var blob Blob
-	if meta.WorkspacePath != "" {
-		file, err := CleanFilePath(meta.WorkspacePath)
+	if spec.WorkspacePath != "" {
+		file, err := CleanFilePath(spec.WorkspacePath)
 		if err != nil {
 			return "", err
 		}
@@ -200,7 +184,7 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 			return "", Errorf(EUNPROCESSABLE, "give either data or workspace_path, not both")
 		}
 		// A hard link: no bytes are written before the size is known.
-		if blob, err = c.agent.store.StageArtifactFromFile(c.task.TaskID, file, id); err != nil {
+		if blob, err = c.workspace.StageArtifact(ctx, file, id); err != nil {
 			return "", err
 		}
 		if err := c.checkArtifactSize(blob.Size()); err != nil {
@@ -211,7 +195,7 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 		if err := c.checkArtifactSize(int64(len(data))); err != nil {
 			return "", err
 		}
-		if blob, err = c.agent.store.StageArtifact(id); err != nil {
+		if blob, err = c.agent.store.StageArtifact(ctx, id); err != nil {
 			return "", err
 		}
 		_, err := blob.Write(data)
@@ -237,7 +221,7 @@ func (c *Call) CreateArtifact(meta abi.ArtifactMeta, data []byte) (string, error
 	}
 	c.artifacts = append(c.artifacts, a)
 	c.blobs = append(c.blobs, blob)
-	c.createdBytes += a.Size
+	c.use.add(a.Size)
 	return id, nil
 }
 
@@ -248,7 +232,7 @@ func (c *Call) checkArtifactSize(size int64) error {
 	if size > l.MaxArtifactBytes {
 		return Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", size, l.MaxArtifactBytes)
 	}
-	return l.checkArtifactBytes(c.heldBytes + c.createdBytes + size)
+	return l.checkArtifactBytes(c.use, size)
 }
 
 // Config is the operator's settings for the plugin, a JSON object of
@@ -257,202 +241,96 @@ func (c *Call) Config() []byte { return c.agent.pluginConfig }
 
 // WorkspaceReadInto reads a file of the task's workspace into buf (the
 // plugin's memory) when it fits, and returns the file's size either way.
-func (c *Call) WorkspaceReadInto(name string, buf []byte) (int64, error) {
+func (c *Call) WorkspaceReadInto(ctx context.Context, name string, buf []byte) (int64, error) {
 	file, err := CleanFilePath(name)
 	if err != nil {
 		return 0, err
 	}
-	return c.agent.store.ReadFileInto(c.task.TaskID, file, buf)
+	return c.workspace.ReadInto(ctx, file, buf)
 }
 
 // WorkspaceWrite creates or replaces a file of the task's workspace, within
 // the workspace's quota of bytes and entries (the file, and each directory
 // the write makes).
-func (c *Call) WorkspaceWrite(name string, data []byte) error {
-	file, u, err := c.fileToChange(name)
+func (c *Call) WorkspaceWrite(ctx context.Context, name string, data []byte) error {
+	file, err := CleanFilePath(name)
 	if err != nil {
 		return err
 	}
-	st, err := c.agent.store.PathState(c.task.TaskID, file)
-	if err != nil {
-		return err
-	}
-	bytes, entries := u.bytes+int64(len(data)), u.entries
-	if st.Exists {
-		bytes -= st.Size
-	} else {
-		entries += 1 + st.MissingDirs
-	}
-	if err := c.agent.limits.checkWorkspace(bytes, entries); err != nil {
-		return err
-	}
-	if err := c.agent.store.WriteFile(c.task.TaskID, file, data); err != nil {
-		c.usage = nil // it may have made directories: count again at the next change
-		return err
-	}
-	u.bytes, u.entries = bytes, entries
-	return nil
+	return c.workspace.Write(ctx, file, data)
 }
 
 // WorkspaceStat describes a file of the task's workspace.
-func (c *Call) WorkspaceStat(name string) (FileInfo, error) {
+func (c *Call) WorkspaceStat(ctx context.Context, name string) (FileInfo, error) {
 	file, err := CleanFilePath(name)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	return c.agent.store.StatFile(c.task.TaskID, file)
+	return c.workspace.Stat(ctx, file)
 }
 
 // WorkspaceDelete removes a file of the task's workspace.
-func (c *Call) WorkspaceDelete(name string) error {
-	file, u, err := c.fileToChange(name)
+func (c *Call) WorkspaceDelete(ctx context.Context, name string) error {
+	file, err := CleanFilePath(name)
 	if err != nil {
 		return err
 	}
-	old, err := c.agent.store.StatFile(c.task.TaskID, file)
-	if err != nil {
-		return err
-	}
-	removedDirs, err := c.agent.store.RemoveFile(c.task.TaskID, file)
-	if err != nil {
-		c.usage = nil // count again at the next change
-		return err
-	}
-	u.bytes, u.entries = u.bytes-old.Size, u.entries-1-removedDirs
-	return nil
+	return c.workspace.Remove(ctx, file)
 }
 
 // WorkspaceList lists the files of the task's workspace whose path starts
 // with prefix.
-func (c *Call) WorkspaceList(prefix string) ([]FileInfo, error) {
+func (c *Call) WorkspaceList(ctx context.Context, prefix string) ([]FileInfo, error) {
 	if err := checkChars(prefix); err != nil {
 		return nil, err
 	}
 	if len(prefix) > MaxPathBytes {
 		return nil, Errorf(EBADPATH, "prefix is longer than %d bytes", MaxPathBytes)
 	}
-	return c.agent.store.ListFiles(c.task.TaskID, prefix)
+	return c.workspace.List(ctx, prefix)
 }
 
-// fileToChange cleans the path of a workspace file about to be written or
-// deleted and returns it with the workspace's usage, for the quota.
-func (c *Call) fileToChange(name string) (string, *workspaceUsage, error) {
-	file, err := CleanFilePath(name)
-	if err != nil {
-		return "", nil, err
-	}
-	u, err := c.workspaceUsage()
-	return file, u, err
+// result is a handler's result message, decoded.
+type result interface {
+	failure() string
 }
 
-func (c *Call) workspaceUsage() (*workspaceUsage, error) {
-	if c.usage == nil {
-		bytes, entries, err := c.agent.store.WorkspaceUsage(c.task.TaskID)
-		if err != nil {
-			return nil, err
-		}
-		c.usage = &workspaceUsage{bytes: bytes, entries: entries}
-	}
-	return c.usage, nil
-}
+func (r *TaskResult) failure() string     { return r.Error }
+func (r *StepResult) failure() string     { return r.Error }
+func (r *ArtifactResult) failure() string { return r.Error }
 
-// decodeResult reads the handler's result with decode after the handler
-// returned code. A failing handler's message is read into *errMsg by
-// decode.
-func (c *Call) decodeResult(code int32, decode func([]byte) error, errMsg *string) error {
+// finish reads the result of a call whose handler returned code, with
+// decode (one of the codec's). A handler that set no result returns an
+// empty one. A handler fails (EPLUGIN) when its last result was refused,
+// cannot be decoded, carries an error message, or it returned a code
+// other than 0.
+func finish[R any, P interface {
+	*R
+	result
+}](c *Call, code int32, decode func([]byte) (P, error)) (P, error) {
 	c.flushOutput()
 	if c.resultErr != nil {
-		return Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
+		return nil, Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
 	}
+	res := P(new(R))
 	if c.hasResult {
-		if err := decode(c.result); err != nil {
+		r, err := decode(c.result)
+		if err != nil {
 			var e *Error
 			if errors.As(err, &e) {
-				return err
+				return nil, err
 			}
-			return Errorf(EPLUGIN, "its result is not valid: %v", err)
+			return nil, Errorf(EPLUGIN, "its result is not valid: %v", err)
 		}
+		res = r
 	}
 	switch {
-	case *errMsg != "":
-		return Errorf(EPLUGIN, "%s", *errMsg) // cut by handlerError
+	case res.failure() != "":
+		return nil, Errorf(EPLUGIN, "%s", res.failure()) // cut by handlerError
 	case code != 0:
-		return Errorf(EPLUGIN, "it returned code %d", code)
+		return nil, Errorf(EPLUGIN, "it returned code %d", code)
 	}
-	return nil
-}
-
-// decodeInto returns a decode function for decodeResult that reads a
-// result object into v.
-func decodeInto(v any) func([]byte) error {
-	return func(b []byte) error {
-		if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
-			return errors.New("it is not a JSON object")
-		}
-		return json.Unmarshal(b, v)
-	}
-}
-
-// decodeTaskResult returns a decode function for decodeResult that reads
-// a task handler's result into res, refusing more than max planned steps
-// before decoding them: a result of 1 MiB can list 350,000 empty steps,
-// and each costs the host far more than its bytes.
-func decodeTaskResult(res *abi.TaskResult, max int) func([]byte) error {
-	return func(b []byte) error {
-		dec := json.NewDecoder(bytes.NewReader(b))
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return errors.New("it is not a JSON object")
-		}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
-			// Keys match as encoding/json matches them, ignoring case,
-			// so that every handler's result reads the same way.
-			switch {
-			case strings.EqualFold(key, "steps"):
-				res.Steps = nil
-				if tok, err = dec.Token(); err != nil {
-					return err
-				} else if tok == nil {
-					continue // null
-				} else if tok != json.Delim('[') {
-					return errors.New(`"steps" is not an array`)
-				}
-				for dec.More() {
-					if len(res.Steps) == max {
-						return Errorf(EPLUGIN, "it planned more than %d steps, the most a task may have planned", max)
-					}
-					var ps abi.PlannedStep
-					if err := dec.Decode(&ps); err != nil {
-						return err
-					}
-					res.Steps = append(res.Steps, ps)
-				}
-				if _, err := dec.Token(); err != nil { // ]
-					return err
-				}
-			case strings.EqualFold(key, "error"):
-				var msg *string
-				if err := dec.Decode(&msg); err != nil {
-					return err
-				}
-				res.Error = ""
-				if msg != nil {
-					res.Error = *msg
-				}
-			default:
-				var skip json.RawMessage
-				if err := dec.Decode(&skip); err != nil {
-					return err
-				}
-			}
-		}
-		_, err := dec.Token() // }
-		return err
-	}
+	return res, nil
 }
 
 // flushOutput logs what the plugin printed without a final newline.

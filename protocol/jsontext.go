@@ -11,13 +11,13 @@ import (
 // MaxJSONDepth is how deeply arrays and objects may nest in a JSON value agentrt stores.
 const MaxJSONDepth = 100
 
-// maxJSONNesting is the deepest nesting checkJSON can follow, and encoding/json's own
+// maxJSONNesting is the deepest nesting CheckJSON can follow, and encoding/json's own
 // limit; a larger maxDepth is treated as this one. The bit stack that follows it is
-// 1.25 KiB of checkJSON's stack frame, zeroed on every call: about 40 ns, most of the
-// time checkJSON takes for a value as small as {"a":1}.
+// 1.25 KiB of CheckJSON's stack frame, zeroed on every call: about 40 ns, most of the
+// time CheckJSON takes for a value as small as {"a":1}.
 const maxJSONNesting = 10000
 
-// checkJSON reports whether b is exactly one JSON value (RFC 8259; surrounding
+// CheckJSON reports whether b is exactly one JSON value (RFC 8259; surrounding
 // whitespace allowed) that agentrt will store and serve: valid UTF-8 throughout, no
 // \u escape that leaves a lone surrogate, arrays and objects nested at most maxDepth
 // deep. A maxDepth below 0 is 0 (scalars only); above 10000 it is 10000.
@@ -35,7 +35,7 @@ const maxJSONNesting = 10000
 //
 // The error is a *jsonTextError whose text, fit for a client, names the problem and
 // its byte offset (counted from 0).
-func checkJSON(b []byte, maxDepth int) error {
+func CheckJSON(b []byte, maxDepth int) error {
 	maxDepth = min(max(maxDepth, 0), maxJSONNesting)
 	// Bit d of inObject is set while the container at depth d+1 is an object and
 	// clear while it is an array.
@@ -327,7 +327,7 @@ func scanJSONLiteral(b []byte, i int, lit string) (int, error) {
 	return i + len(lit), nil
 }
 
-// jsonFault is what kind of thing checkJSON refused.
+// jsonFault is what kind of thing CheckJSON refused.
 type jsonFault uint8
 
 const (
@@ -340,7 +340,7 @@ const (
 	jsonTooDeep                        // nested deeper than allowed
 )
 
-// jsonTextError is why checkJSON refused a value. Its text is fit for a client.
+// jsonTextError is why CheckJSON refused a value. Its text is fit for a client.
 type jsonTextError struct {
 	fault  jsonFault
 	offset int // of the first byte that cannot be accepted, counted from 0

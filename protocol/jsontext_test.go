@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// jsonTextCases pins each rule checkJSON enforces, at MaxJSONDepth: err is "" for a
+// jsonTextCases pins each rule CheckJSON enforces, at MaxJSONDepth: err is "" for a
 // value it must accept, else a substring its error must contain. They also seed
 // FuzzCheckJSON.
 var jsonTextCases = []struct{ in, err string }{
@@ -163,16 +163,16 @@ var jsonTextCases = []struct{ in, err string }{
 
 func TestCheckJSON(t *testing.T) {
 	for _, tc := range jsonTextCases {
-		err := checkJSON([]byte(tc.in), MaxJSONDepth)
+		err := CheckJSON([]byte(tc.in), MaxJSONDepth)
 		if tc.err == "" {
 			if err != nil {
-				t.Errorf("checkJSON(%.80q) = %v, want nil", tc.in, err)
+				t.Errorf("CheckJSON(%.80q) = %v, want nil", tc.in, err)
 			}
 			continue
 		}
 		var e *jsonTextError
 		if !errors.As(err, &e) || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("checkJSON(%.80q) = %v, want an error with %q", tc.in, err, tc.err)
+			t.Errorf("CheckJSON(%.80q) = %v, want an error with %q", tc.in, err, tc.err)
 		}
 	}
 }
@@ -203,18 +203,18 @@ func nestedJSON(depth int) (doc string, innermost int) {
 }
 
 func TestCheckJSONDepthLimit(t *testing.T) {
-	// Words of the bit stack end at 64, 128, ... 10000 is the most checkJSON follows.
+	// Words of the bit stack end at 64, 128, ... 10000 is the most CheckJSON follows.
 	for _, tc := range []struct{ maxDepth, effective int }{
 		{-5, 0}, {0, 0}, {1, 1}, {3, 3}, {63, 63}, {64, 64}, {65, 65}, {MaxJSONDepth, MaxJSONDepth},
 		{129, 129}, {maxJSONNesting, maxJSONNesting}, {20000, maxJSONNesting},
 	} {
 		atLimit, _ := nestedJSON(tc.effective)
-		if err := checkJSON([]byte(atLimit), tc.maxDepth); err != nil {
+		if err := CheckJSON([]byte(atLimit), tc.maxDepth); err != nil {
 			t.Errorf("maxDepth %d: nesting %d deep was refused: %v", tc.maxDepth, tc.effective, err)
 		}
 		over, at := nestedJSON(tc.effective + 1)
 		want := fmt.Sprintf("nested deeper than %d levels at byte %d", tc.effective, at)
-		if err := checkJSON([]byte(over), tc.maxDepth); err == nil || err.Error() != want {
+		if err := CheckJSON([]byte(over), tc.maxDepth); err == nil || err.Error() != want {
 			t.Errorf("maxDepth %d: nesting %d deep gave %v, want %q", tc.maxDepth, tc.effective+1, err, want)
 		}
 		// Close the innermost array with '}' or the innermost object with ']'.
@@ -222,7 +222,7 @@ func TestCheckJSONDepthLimit(t *testing.T) {
 			i := strings.Index(atLimit, `"x"`) + len(`"x"`)
 			wrong := atLimit[:i] + map[byte]string{']': "}", '}': "]"}[atLimit[i]] + atLimit[i+1:]
 			want := fmt.Sprintf("malformed JSON at byte %d: expected ',' or '%c'", i, atLimit[i])
-			if err := checkJSON([]byte(wrong), tc.maxDepth); err == nil || !strings.Contains(err.Error(), want) {
+			if err := CheckJSON([]byte(wrong), tc.maxDepth); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("maxDepth %d: the wrong innermost close bracket gave %v, want %q", tc.maxDepth, err, want)
 			}
 		}
@@ -249,11 +249,11 @@ func stepOutput(size int) []byte {
 func TestCheckJSONAllocatesNothing(t *testing.T) {
 	doc := stepOutput(4 << 10)
 	if allocs := testing.AllocsPerRun(100, func() {
-		if err := checkJSON(doc, MaxJSONDepth); err != nil {
+		if err := CheckJSON(doc, MaxJSONDepth); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs != 0 {
-		t.Errorf("checkJSON of a valid 4 KiB object allocates %v times", allocs)
+		t.Errorf("CheckJSON of a valid 4 KiB object allocates %v times", allocs)
 	}
 }
 
@@ -299,7 +299,7 @@ func TestCheckJSONAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
-// FuzzCheckJSON checks that checkJSON accepts exactly what encoding/json and
+// FuzzCheckJSON checks that CheckJSON accepts exactly what encoding/json and
 // unicode/utf8 say it should, and refuses the rest at the right byte.
 func FuzzCheckJSON(f *testing.F) {
 	for _, tc := range jsonTextCases {
@@ -310,7 +310,7 @@ func FuzzCheckJSON(f *testing.F) {
 }
 
 // jsonReference is what encoding/json and unicode/utf8 say about a text, worked out
-// without any of checkJSON's code.
+// without any of CheckJSON's code.
 type jsonReference struct {
 	ok        bool   // one JSON value (nested at most 10000 deep) in valid UTF-8 with no lone surrogate
 	syntaxAt  int    // the first byte json.Unmarshal refuses, len(b) for the end; -1 for none
@@ -404,31 +404,31 @@ var jsonTextErrorFormat = regexp.MustCompile(`^(no JSON value|` +
 	`nested deeper than \d+ levels at byte \d+|` +
 	`malformed JSON at byte \d+: .+)$`)
 
-// checkAgainstReference fails t unless checkJSON(b, 10000) accepts b exactly when
+// checkAgainstReference fails t unless CheckJSON(b, 10000) accepts b exactly when
 // referenceJSON does and otherwise refuses it where and as encoding/json and
-// unicode/utf8 would; and checkJSON(b, 3) refuses exactly what nests deeper than 3.
+// unicode/utf8 would; and CheckJSON(b, 3) refuses exactly what nests deeper than 3.
 func checkAgainstReference(t *testing.T, b []byte) {
 	ref := referenceJSON(t, b)
-	err := checkJSON(b, maxJSONNesting)
+	err := CheckJSON(b, maxJSONNesting)
 	if (err == nil) != ref.ok {
-		t.Fatalf("checkJSON(%q) = %v, but encoding/json says %+v", b, err, ref)
+		t.Fatalf("CheckJSON(%q) = %v, but encoding/json says %+v", b, err, ref)
 	}
-	err3 := checkJSON(b, 3)
+	err3 := CheckJSON(b, 3)
 	if ref.ok {
 		want := fmt.Sprintf("nested deeper than 3 levels at byte %d", ref.fourthAt)
 		if (err3 == nil) != (ref.depth <= 3) || err3 != nil && err3.Error() != want {
-			t.Fatalf("checkJSON(%q, 3) = %v; it nests %d deep (%q)", b, err3, ref.depth, want)
+			t.Fatalf("CheckJSON(%q, 3) = %v; it nests %d deep (%q)", b, err3, ref.depth, want)
 		}
 		return
 	}
 	if err3 == nil {
-		t.Fatalf("checkJSON(%q, 3) accepts what checkJSON(b, 10000) refuses: %v", b, err)
+		t.Fatalf("CheckJSON(%q, 3) accepts what CheckJSON(b, 10000) refuses: %v", b, err)
 	}
 
 	var e *jsonTextError
 	if !errors.As(err, &e) || !jsonTextErrorFormat.MatchString(e.Error()) ||
 		e.fault != jsonNoValue && !strings.Contains(e.Error(), fmt.Sprintf(" byte %d", e.offset)) {
-		t.Fatalf("checkJSON(%q) = %#v (%v), not a jsonTextError in a known format", b, err, err)
+		t.Fatalf("CheckJSON(%q) = %#v (%v), not a jsonTextError in a known format", b, err, err)
 	}
 	first := len(b) + 1 // the first byte encoding/json or unicode/utf8 refuses
 	for _, at := range []int{ref.syntaxAt, ref.utf8At} {
@@ -438,7 +438,7 @@ func checkAgainstReference(t *testing.T, b []byte) {
 	}
 	if e.fault == jsonLoneSurrogate {
 		if e.offset >= first || !bytes.HasPrefix(b[e.offset:], []byte(`\u`)) {
-			t.Fatalf("checkJSON(%q) = %v, but encoding/json says %+v", b, err, ref)
+			t.Fatalf("CheckJSON(%q) = %v, but encoding/json says %+v", b, err, ref)
 		}
 		return
 	}
@@ -456,7 +456,7 @@ func checkAgainstReference(t *testing.T, b []byte) {
 		want = jsonDataAfter
 	}
 	if e.offset != first || e.fault != want {
-		t.Fatalf("checkJSON(%q) = %v (fault %d), but encoding/json says %+v (fault %d)", b, err, e.fault, ref, want)
+		t.Fatalf("CheckJSON(%q) = %v (fault %d), but encoding/json says %+v (fault %d)", b, err, e.fault, ref, want)
 	}
 }
 
@@ -465,14 +465,14 @@ func BenchmarkCheckJSON(b *testing.B) {
 		name string
 		doc  []byte
 	}{{"4KiB", stepOutput(4 << 10)}, {"1MiB", stepOutput(1 << 20)}} {
-		if err := checkJSON(size.doc, MaxJSONDepth); err != nil {
+		if err := CheckJSON(size.doc, MaxJSONDepth); err != nil {
 			b.Fatal(err)
 		}
-		b.Run(size.name+"/checkJSON", func(b *testing.B) {
+		b.Run(size.name+"/CheckJSON", func(b *testing.B) {
 			b.SetBytes(int64(len(size.doc)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if checkJSON(size.doc, MaxJSONDepth) != nil {
+				if CheckJSON(size.doc, MaxJSONDepth) != nil {
 					b.Fatal("refused")
 				}
 			}

@@ -1,10 +1,12 @@
-// Package protocol is the Agent Protocol v1: its nouns (tasks, steps,
-// artifacts, pages), its errors, the agent that gives the nouns their
-// meaning, and the HTTP API that serves them under /ap/v1.
+// Package protocol is the Agent Protocol v1's domain: its nouns (tasks,
+// steps, artifacts, pages), its errors, and the Agent that gives them
+// their meaning, running a plugin's handlers and recording what they do.
 //
-// The package owns no outside dependency but the HTTP router. Persistence and
-// plugin execution are behind small interfaces (Store, Plugin) declared in
-// agent.go and implemented by the storage and runtime packages.
+// The package reaches nothing outside itself but through the small
+// interfaces it declares: the Store's (store.go) for persistence, Plugin
+// and Codec (plugin.go) for running handlers. Its front ends live beside
+// it: package httpapi serves it over HTTP under /ap/v1, package wire is
+// ABI version 1's message format. Neither depends on the other.
 package protocol
 
 import (
@@ -96,15 +98,6 @@ type FileInfo struct {
 	Path    string
 	Size    int64
 	ModTime time.Time
-}
-
-// PathState is what a workspace path holds before a file is written there:
-// whether a file is there already and its size, and how many of the
-// directories above it do not exist yet (the write makes them).
-type PathState struct {
-	Exists      bool
-	Size        int64
-	MissingDirs int
 }
 
 // LogRecord is one line a plugin logged, or wrote to stdout or stderr.

@@ -1,61 +1,149 @@
 package protocol
 
 import (
-	"net/http"
-
-	"github.com/julienschmidt/httprouter"
+	"context"
+	"fmt"
+	"time"
 )
 
-// handleCreateTask serves POST /ap/v1/agent/tasks.
-func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var body TaskRequestBody
-	if err := s.decodeBody(w, r, &body); err != nil {
-		return err
-	}
-	t, err := s.agent.CreateTask(r.Context(), body)
+// CreateTask creates a task and runs the plugin's task handler, if it has
+// one, before recording the task with the steps it planned. When the
+// handler fails nothing is recorded.
+func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, error) {
+	addl, err := ObjectOrEmpty("additional_input", body.AdditionalInput)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+	t := &Task{
+		TaskID:          newID(),
+		Input:           body.Input,
+		AdditionalInput: addl,
+		Artifacts:       []Artifact{},
+		CreatedAt:       time.Now(),
+	}
+	var planned []Step
+	if plugin := a.plugin; plugin.HasHandler(HandlerTask) {
+		call := a.newCall(plugin, &HandlerInput{Handler: HandlerTask, Task: t})
+		// Whatever the handler writes to the workspace goes if the task
+		// is not created.
+		created := false
+		defer func() {
+			if !created {
+				if err := call.workspace.RemoveAll(context.WithoutCancel(ctx)); err != nil {
+					a.log.Warn("removing the workspace of a task not created", "task_id", t.TaskID, "err", err)
+				}
+			}
+		}()
+		defer call.discard()
+		code, elapsed, err := a.run(ctx, t, call)
+		t.PluginTime = elapsed
+		var res *TaskResult
+		if err == nil {
+			max := a.limits.maxPlanned()
+			res, err = finish(call, code, func(b []byte) (*TaskResult, error) { return call.codec.DecodeTaskResult(b, max) })
+		}
+		if err != nil && ctx.Err() != nil {
+			// The client went away: the handler was stopped, through no
+			// fault of the plugin's, and no task was made.
+			return nil, Errorf(EABORTED, "the request was cancelled while the task handler ran")
+		}
+		if err != nil {
+			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", logText(err))
+			return nil, handlerError(HandlerTask, err)
+		}
+		if planned, err = plannedSteps(t, res.Steps); err != nil {
+			return nil, handlerError(HandlerTask, err)
+		}
+		log := a.fitTaskLog(t, call.logs)
+		t.Logs, t.LogBytes = log.Records, log.Bytes
+		t.Artifacts = call.artifacts
+		if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
+			return nil, err
+		}
+		created = true
+		call.recorded()
+		return t, nil
+	}
+	if err := a.store.CreateTask(ctx, t, nil, nil); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-// handleListTasks serves GET /ap/v1/agent/tasks.
-func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	p, err := pageOf(r)
-	if err != nil {
-		return err
+// fitTaskLog returns what of a call's log records fits in what is left of
+// the task's log limit. When some do not, the last kept record says so,
+// and the call counts as filling the log: nothing more is kept, not even
+// another notice, so the task's log never holds more than its limit and
+// one notice.
+func (a *Agent) fitTaskLog(t *Task, logs []LogRecord) TaskLog {
+	max := a.limits.MaxTaskLogBytes
+	size := LogSize(logs)
+	if max <= 0 || t.LogBytes+size <= max {
+		return TaskLog{Records: logs, Bytes: size}
 	}
-	list, err := s.agent.ListTasks(r.Context(), p)
-	if err != nil {
-		return err
+	room := max - t.LogBytes
+	if room <= 0 {
+		return TaskLog{}
 	}
-	writeJSON(w, http.StatusOK, list)
-	return nil
+	kept := 0
+	for _, r := range logs {
+		n := int64(LogRecordSize([]byte(r.Message)))
+		if n > room {
+			break
+		}
+		room -= n
+		kept++
+	}
+	notice := LogRecord{Time: time.Now(), Level: "warn",
+		Message: fmt.Sprintf("the task's log limit of %d bytes was reached; later lines are dropped", max)}
+	return TaskLog{Records: append(logs[:kept:kept], notice), Bytes: max - t.LogBytes}
 }
 
-// handleGetTask serves GET /ap/v1/agent/tasks/{task_id}.
-func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	t, err := s.agent.GetTask(r.Context(), ps.ByName("task_id"))
-	if err != nil {
-		return err
+// plannedSteps turns the task handler's plan into steps awaiting execution.
+func plannedSteps(t *Task, plan []PlannedStep) ([]Step, error) {
+	steps := make([]Step, 0, len(plan))
+	for i, p := range plan {
+		addl, err := ObjectOrEmpty(fmt.Sprintf("steps[%d].additional_input", i), p.AdditionalInput)
+		if err != nil {
+			return nil, Errorf(EPLUGIN, "planned a step with a bad value: %s", ErrorMessage(err))
+		}
+		name := p.Name
+		steps = append(steps, Step{
+			TaskID:          t.TaskID,
+			StepID:          newID(),
+			Name:            &name,
+			Status:          StatusCreated,
+			Input:           p.Input,
+			AdditionalInput: addl,
+			Artifacts:       []Artifact{},
+			Planned:         true,
+			CreatedAt:       t.CreatedAt,
+		})
 	}
-	writeJSON(w, http.StatusOK, t)
-	return nil
+	return steps, nil
 }
 
-// handleGetTaskLogs serves GET /ap/v1/agent/tasks/{task_id}/logs, an
-// extension: what the task handler logged when the task was created.
-func (s *Server) handleGetTaskLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	logs, err := s.agent.TaskLogs(r.Context(), ps.ByName("task_id"))
-	if err != nil {
-		return err
+// GetTask returns a task with its artifacts.
+func (a *Agent) GetTask(ctx context.Context, taskID string) (*Task, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, logList{Logs: logs})
-	return nil
+	return a.store.GetTask(ctx, taskID)
 }
 
-// logList is the body of the log extension endpoints.
-type logList struct {
-	Logs []LogRecord `json:"logs"`
+// ListTasks returns a page of tasks in creation order.
+func (a *Agent) ListTasks(ctx context.Context, p Page) (*TaskList, error) {
+	tasks, total, err := a.store.ListTasks(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &TaskList{Tasks: tasks, Pagination: p.Pagination(total)}, nil
+}
+
+// TaskLogs returns what the task handler logged.
+func (a *Agent) TaskLogs(ctx context.Context, taskID string) ([]LogRecord, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	return a.store.TaskLogs(ctx, taskID)
 }

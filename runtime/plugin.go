@@ -62,10 +62,9 @@ type Config struct {
 	NoCloseOnContextDone bool
 	// HostModules are the modules of host functions, besides WASI.
 	HostModules []HostModule
-	// Limiters bound the instances running at once, typically one for this
-	// plugin and one shared by every plugin of a server. A call takes a
-	// slot from each, in order, before it instantiates.
-	Limiters []*Limiter
+	// Limiter bounds the instances running at once; nil for no bound. A
+	// call takes a slot before it instantiates.
+	Limiter *Limiter
 }
 
 // Defaults for Config.
@@ -325,7 +324,7 @@ type Invocation struct {
 
 // Call runs the exported function name in a fresh instance and returns its
 // i32 result and how long the plugin ran (waiting for an instance slot,
-// see Config.Limiters, is not counted, and not limited by the call
+// see Config.Limiter, is not counted, and not limited by the call
 // timeout). A failure is a *protocol.Error: ETIMEOUT past the call
 // timeout, EPLUGIN for a trap, an exit or a host-imposed stop, and
 // EUNAVAILABLE when no instance could be had or the plugin is closing.
@@ -339,7 +338,7 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 	p.mu.RUnlock()
 	defer p.inFlight.Done()
 
-	for _, l := range p.cfg.Limiters {
+	if l := p.cfg.Limiter; l != nil {
 		release, err := l.acquire(ctx)
 		if err != nil {
 			return 0, 0, err

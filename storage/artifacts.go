@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -143,7 +144,7 @@ func (s *Store) ListArtifacts(ctx context.Context, taskID string, p protocol.Pag
 }
 
 // OpenArtifact opens a recorded artifact's bytes for reading.
-func (s *Store) OpenArtifact(a *protocol.Artifact) (*os.File, error) {
+func (s *Store) OpenArtifact(ctx context.Context, a *protocol.Artifact) (io.ReadSeekCloser, error) {
 	f, err := os.Open(s.artifactPath(a.TaskID, a.ArtifactID))
 	if errors.Is(err, fs.ErrNotExist) {
 		// Recorded, but not yet moved out of staging; or moved just now.
@@ -161,7 +162,7 @@ func (s *Store) OpenArtifact(a *protocol.Artifact) (*os.File, error) {
 // staged, invisible, until the artifact is recorded (CreateTask, SaveStep,
 // AddArtifact); bytes never recorded are removed by Discard or, after a
 // crash, when the store next opens.
-func (s *Store) StageArtifact(artifactID string) (protocol.Blob, error) {
+func (s *Store) StageArtifact(ctx context.Context, artifactID string) (protocol.Blob, error) {
 	path := s.stagingPath(artifactID)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {

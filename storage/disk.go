@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,7 @@ func (d *diskFloor) reserve(n int64) (done func(), err error) {
 
 // CheckSpace is protocol.EINSUFFICIENT when the disk is at the floor the
 // store keeps free.
-func (s *Store) CheckSpace() error {
+func (s *Store) CheckSpace(ctx context.Context) error {
 	_, err := s.floor.reserve(0)
 	return err
 }

@@ -403,3 +403,6 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// The store is all the persistence an Agent needs.
+var _ protocol.Store = (*Store)(nil)

@@ -46,7 +46,7 @@ func mustTask(t *testing.T, s *Store) string {
 func mustStage(t *testing.T, s *Store, taskID, data string) protocol.Artifact {
 	t.Helper()
 	id := uuid.NewString()
-	b, err := s.StageArtifact(id)
+	b, err := s.StageArtifact(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func mustStage(t *testing.T, s *Store, taskID, data string) protocol.Artifact {
 // ReadFile reads a workspace file whole, for tests (the host reads files
 // into a plugin's memory with ReadFileInto).
 func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
-	fi, err := s.StatFile(taskID, name)
+	fi, err := s.statFile(taskID, name)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
 		return nil, protocol.Errorf(protocol.ETOOLARGE, "%q is %d bytes, more than can be read at once (%d)", name, fi.Size, max)
 	}
 	buf := make([]byte, fi.Size)
-	n, err := s.ReadFileInto(taskID, name, buf)
+	n, err := s.readFileInto(taskID, name, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (s *Store) ReadFile(taskID, name string, max int64) ([]byte, error) {
 
 func readArtifact(t *testing.T, s *Store, a protocol.Artifact) string {
 	t.Helper()
-	f, err := s.OpenArtifact(&a)
+	f, err := s.OpenArtifact(context.Background(), &a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +159,12 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 		want     string
 	}{
 		{"placed, not recorded: rolled back", false, func(t *testing.T, s *Store, taskID string, a protocol.Artifact) {
-			if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
+			if _, err := s.placeUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 				t.Fatal(err)
 			}
 		}, "old"},
 		{"placed and recorded: kept", true, func(t *testing.T, s *Store, taskID string, a protocol.Artifact) {
-			if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
+			if _, err := s.placeUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.AddArtifacts(ctx, taskID, []protocol.Artifact{a}, protocol.TaskLog{}, 0); err != nil {
@@ -186,7 +186,7 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, dir)
 			taskID := mustTask(t, s)
-			if err := s.WriteFile(taskID, "a.txt", []byte("old")); err != nil {
+			if err := s.writeFile(taskID, "a.txt", []byte("old")); err != nil {
 				t.Fatal(err)
 			}
 			a := mustStage(t, s, taskID, "new")
@@ -204,7 +204,7 @@ func TestPlacementsAreRolledBackOrKeptAfterACrash(t *testing.T) {
 			if entries, _ := os.ReadDir(filepath.Join(s.workspaceDir(taskID), tmpDir)); len(entries) != 0 {
 				t.Errorf("the workspace's .tmp holds %d entries after recovery", len(entries))
 			}
-			files, _ := s.ListFiles(taskID, "")
+			files, _ := s.listFiles(taskID, "")
 			if len(files) != 1 {
 				t.Errorf("workspace files = %+v", files)
 			}
@@ -216,7 +216,7 @@ func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T
 	dir := t.TempDir()
 	s := mustOpen(t, dir)
 	taskID := mustTask(t, s)
-	if err := s.WriteFile(taskID, "keep/a.txt", []byte("kept")); err != nil {
+	if err := s.writeFile(taskID, "keep/a.txt", []byte("kept")); err != nil {
 		t.Fatal(err)
 	}
 	// As if the process died while writing a file and while making one.
@@ -251,7 +251,7 @@ func TestStartupRemovesTemporaryFilesAKilledProcessLeftInWorkspaces(t *testing.T
 	if b, err := s.ReadFile(taskID, "keep/a.txt", 100); err != nil || string(b) != "kept" {
 		t.Errorf("a workspace file after the sweep: %q, %v", b, err)
 	}
-	if err := s.WriteFile(taskID, "b.txt", []byte("new")); err != nil {
+	if err := s.writeFile(taskID, "b.txt", []byte("new")); err != nil {
 		t.Errorf("a write after the sweep: %v", err)
 	}
 }
@@ -333,9 +333,9 @@ func TestARollbackBlockedByTheArtifactHandlerQuarantinesTheReplacedFile(t *testi
 			must(t, err)
 			defer s.Close()
 			taskID := mustTask(t, s)
-			must(t, s.WriteFile(taskID, tc.path, []byte("old")))
+			must(t, s.writeFile(taskID, tc.path, []byte("old")))
 			a := mustStage(t, s, taskID, "new")
-			p, err := s.PlaceUpload(taskID, tc.path, a.ArtifactID)
+			p, err := s.placeUpload(taskID, tc.path, a.ArtifactID)
 			must(t, err)
 			tc.do(t, filepath.Join(s.workspaceDir(taskID), filesDir))
 			if err := p.Rollback(); err != nil {
@@ -352,7 +352,7 @@ func TestARollbackBlockedByTheArtifactHandlerQuarantinesTheReplacedFile(t *testi
 				t.Errorf("the journal is still there: %v", err)
 			}
 			// The quarantined file is the task's: it counts in its usage.
-			bytes, _, err := s.WorkspaceUsage(taskID)
+			bytes, _, err := s.workspaceUsage(taskID)
 			if err != nil || bytes < int64(len("old")+len("mine")) {
 				t.Errorf("usage %d bytes (%v): the quarantined file is not counted", bytes, err)
 			}
@@ -363,12 +363,12 @@ func TestARollbackBlockedByTheArtifactHandlerQuarantinesTheReplacedFile(t *testi
 func TestARollbackPutsTheReplacedFileBackWhereTheHandlerLeftThePlaceFree(t *testing.T) {
 	s := mustOpen(t, "")
 	taskID := mustTask(t, s)
-	must(t, s.WriteFile(taskID, "d/e/a.txt", []byte("old")))
+	must(t, s.writeFile(taskID, "d/e/a.txt", []byte("old")))
 	a := mustStage(t, s, taskID, "new")
-	p, err := s.PlaceUpload(taskID, "d/e/a.txt", a.ArtifactID)
+	p, err := s.placeUpload(taskID, "d/e/a.txt", a.ArtifactID)
 	must(t, err)
 	// The handler deletes the upload; its directories go with it.
-	if _, err := s.RemoveFile(taskID, "d/e/a.txt"); err != nil {
+	if _, err := s.removeFile(taskID, "d/e/a.txt"); err != nil {
 		t.Fatal(err)
 	}
 	must(t, p.Rollback())
@@ -386,9 +386,9 @@ func TestStartupQuarantinesAPlacementItCannotRollBackAndStarts(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, dir)
 			taskID := mustTask(t, s)
-			must(t, s.WriteFile(taskID, tc.path, []byte("old")))
+			must(t, s.writeFile(taskID, tc.path, []byte("old")))
 			a := mustStage(t, s, taskID, "new")
-			if _, err := s.PlaceUpload(taskID, tc.path, a.ArtifactID); err != nil {
+			if _, err := s.placeUpload(taskID, tc.path, a.ArtifactID); err != nil {
 				t.Fatal(err)
 			}
 			tc.do(t, filepath.Join(s.workspaceDir(taskID), filesDir))
@@ -418,9 +418,9 @@ func TestAPlacementTheHostCannotSettleIsKeptForTheNextStartWhichStillStarts(t *t
 	dir := t.TempDir()
 	s := mustOpen(t, dir)
 	taskID := mustTask(t, s)
-	must(t, s.WriteFile(taskID, "a.txt", []byte("old")))
+	must(t, s.writeFile(taskID, "a.txt", []byte("old")))
 	a := mustStage(t, s, taskID, "new")
-	if _, err := s.PlaceUpload(taskID, "a.txt", a.ArtifactID); err != nil {
+	if _, err := s.placeUpload(taskID, "a.txt", a.ArtifactID); err != nil {
 		t.Fatal(err)
 	}
 	placed := filepath.Join(s.workspaceDir(taskID), filesDir, "a.txt")
@@ -458,9 +458,9 @@ func TestAPlacementTheHostCannotSettleIsKeptForTheNextStartWhichStillStarts(t *t
 func TestPlacementRollbackRestoresTheReplacedFile(t *testing.T) {
 	s := mustOpen(t, "")
 	taskID := mustTask(t, s)
-	s.WriteFile(taskID, "dir/a.txt", []byte("old"))
+	s.writeFile(taskID, "dir/a.txt", []byte("old"))
 	a := mustStage(t, s, taskID, "new")
-	p, err := s.PlaceUpload(taskID, "dir/a.txt", a.ArtifactID)
+	p, err := s.placeUpload(taskID, "dir/a.txt", a.ArtifactID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,12 +472,12 @@ func TestPlacementRollbackRestoresTheReplacedFile(t *testing.T) {
 		t.Errorf("after rollback the file reads %q, want the old one", b)
 	}
 	b := mustStage(t, s, taskID, "fresh")
-	p, err = s.PlaceUpload(taskID, "new/b.txt", b.ArtifactID)
+	p, err = s.placeUpload(taskID, "new/b.txt", b.ArtifactID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Rollback()
-	if _, err := s.StatFile(taskID, "new/b.txt"); protocol.ErrorCode(err) != protocol.ENOTFOUND {
+	if _, err := s.statFile(taskID, "new/b.txt"); protocol.ErrorCode(err) != protocol.ENOTFOUND {
 		t.Errorf("after rolling back a new file: %v", err)
 	}
 }
@@ -485,7 +485,7 @@ func TestPlacementRollbackRestoresTheReplacedFile(t *testing.T) {
 func TestWorkspaceRefusesToFollowLinks(t *testing.T) {
 	s := mustOpen(t, "")
 	taskID := mustTask(t, s)
-	s.WriteFile(taskID, "x", []byte("x"))
+	s.writeFile(taskID, "x", []byte("x"))
 	// A link planted in the workspace (agentrt never makes one) still does
 	// not lead outside it.
 	outside := filepath.Join(t.TempDir(), "secret")
@@ -498,14 +498,14 @@ func TestWorkspaceRefusesToFollowLinks(t *testing.T) {
 		if b, err := s.ReadFile(taskID, name, 100); err == nil {
 			t.Errorf("read %s through a link: %q", name, b)
 		}
-		if err := s.WriteFile(taskID, name, []byte("pwned")); err == nil && name == "dir-link/secret" {
+		if err := s.writeFile(taskID, name, []byte("pwned")); err == nil && name == "dir-link/secret" {
 			t.Errorf("wrote %s through a link", name)
 		}
 	}
 	if b, _ := os.ReadFile(outside); string(b) != "secret" {
 		t.Errorf("the file outside the workspace now reads %q", b)
 	}
-	list, err := s.ListFiles(taskID, "")
+	list, err := s.listFiles(taskID, "")
 	if err != nil {
 		t.Fatal(err)
 	}

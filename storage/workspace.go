@@ -1,7 +1,7 @@
 package storage
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/google/uuid"
@@ -35,6 +34,137 @@ const (
 	tmpDir        = ".tmp"
 	quarantineDir = "quarantine"
 )
+
+// Workspace returns the workspace of a task, held to quota. Its usage is
+// counted at its first change and kept up to date by its own changes: it
+// is meant for one handler call, or one upload, while the task is locked.
+func (s *Store) Workspace(taskID string, quota protocol.WorkspaceQuota) protocol.Workspace {
+	return &workspace{s: s, taskID: taskID, quota: quota}
+}
+
+// workspace is a task's workspace as protocol.Workspace.
+type workspace struct {
+	s      *Store
+	taskID string
+	quota  protocol.WorkspaceQuota
+	// usage is what the workspace holds, loaded at the first change and
+	// kept up to date by each; nil to count again.
+	usage *usage
+}
+
+// usage is what a workspace holds against its quota.
+type usage struct {
+	bytes   int64
+	entries int
+}
+
+var _ protocol.Workspace = (*workspace)(nil)
+
+func (w *workspace) ReadInto(ctx context.Context, name string, buf []byte) (int64, error) {
+	return w.s.readFileInto(w.taskID, name, buf)
+}
+
+func (w *workspace) Stat(ctx context.Context, name string) (protocol.FileInfo, error) {
+	return w.s.statFile(w.taskID, name)
+}
+
+func (w *workspace) List(ctx context.Context, prefix string) ([]protocol.FileInfo, error) {
+	return w.s.listFiles(w.taskID, prefix)
+}
+
+func (w *workspace) RemoveAll(ctx context.Context) error {
+	w.usage = nil
+	return w.s.removeWorkspace(w.taskID)
+}
+
+func (w *workspace) StageArtifact(ctx context.Context, name, artifactID string) (protocol.Blob, error) {
+	return w.s.stageArtifactFromFile(w.taskID, name, artifactID)
+}
+
+// Write checks the quota for the file as it would be after the write (the
+// file replaced, the directories made) before writing anything.
+func (w *workspace) Write(ctx context.Context, name string, data []byte) error {
+	after, err := w.after(name, int64(len(data)))
+	if err != nil {
+		return err
+	}
+	if err := w.s.writeFile(w.taskID, name, data); err != nil {
+		w.usage = nil // it may have made directories: count again at the next change
+		return err
+	}
+	*w.usage = after
+	return nil
+}
+
+func (w *workspace) Remove(ctx context.Context, name string) error {
+	u, err := w.current()
+	if err != nil {
+		return err
+	}
+	old, err := w.s.statFile(w.taskID, name)
+	if err != nil {
+		return err
+	}
+	removedDirs, err := w.s.removeFile(w.taskID, name)
+	if err != nil {
+		w.usage = nil // count again at the next change
+		return err
+	}
+	u.bytes, u.entries = u.bytes-old.Size, u.entries-1-removedDirs
+	return nil
+}
+
+// Place checks the quota for the upload's bytes in place before placing
+// them.
+func (w *workspace) Place(ctx context.Context, name, artifactID string) (protocol.Placement, error) {
+	fi, err := os.Stat(w.s.stagingPath(artifactID))
+	if err != nil {
+		return nil, storageError("place upload", err)
+	}
+	if _, err := w.after(name, fi.Size()); err != nil {
+		return nil, err
+	}
+	w.usage = nil // an artifact handler changes the workspace next: count again
+	return w.s.placeUpload(w.taskID, name, artifactID)
+}
+
+// current is the workspace's usage, counted at the first call.
+func (w *workspace) current() (*usage, error) {
+	if w.usage == nil {
+		bytes, entries, err := w.s.workspaceUsage(w.taskID)
+		if err != nil {
+			return nil, err
+		}
+		w.usage = &usage{bytes: bytes, entries: entries}
+	}
+	return w.usage, nil
+}
+
+// after is the workspace's usage once the file name holds size bytes;
+// ETOOLARGE when that is over the quota.
+func (w *workspace) after(name string, size int64) (usage, error) {
+	u, err := w.current()
+	if err != nil {
+		return usage{}, err
+	}
+	st, err := w.s.pathState(w.taskID, name)
+	if err != nil {
+		return usage{}, err
+	}
+	next := usage{bytes: u.bytes + size, entries: u.entries}
+	if st.exists {
+		next.bytes -= st.size
+	} else {
+		next.entries += 1 + st.missingDirs
+	}
+	if next.bytes > w.quota.Bytes {
+		return usage{}, protocol.Errorf(protocol.ETOOLARGE, "the task's workspace would hold %d bytes, over its quota of %d bytes", next.bytes, w.quota.Bytes)
+	}
+	if next.entries > w.quota.Entries {
+		return usage{}, protocol.Errorf(protocol.ETOOLARGE, "the task's workspace would hold %d files and directories, over its quota of %d files and directories", next.entries, w.quota.Entries)
+	}
+	return next, nil
+}
 
 func (s *Store) workspaceDir(taskID string) string {
 	return filepath.Join(s.dir, "workspaces", taskID)
@@ -66,12 +196,12 @@ func (s *Store) openWorkspace(taskID string, create bool) (*os.Root, error) {
 	return root, nil
 }
 
-// ReadFileInto reads the workspace file name into buf if it fits, and
+// readFileInto reads the workspace file name into buf if it fits, and
 // returns its size either way: a file larger than buf is not read. The host
 // allocates nothing for the bytes; buf is typically the plugin's own
 // memory. Workspace files are replaced whole, never changed in place, so
 // the size read is the size of the bytes read.
-func (s *Store) ReadFileInto(taskID, name string, buf []byte) (int64, error) {
+func (s *Store) readFileInto(taskID, name string, buf []byte) (int64, error) {
 	root, err := s.openWorkspace(taskID, false)
 	if err != nil {
 		return 0, workspaceError(name, err)
@@ -99,9 +229,9 @@ func (s *Store) ReadFileInto(taskID, name string, buf []byte) (int64, error) {
 	return size, nil
 }
 
-// WriteFile creates or replaces a workspace file, making its directories,
+// writeFile creates or replaces a workspace file, making its directories,
 // and syncs it.
-func (s *Store) WriteFile(taskID, name string, data []byte) error {
+func (s *Store) writeFile(taskID, name string, data []byte) error {
 	done, err := s.floor.reserve(int64(len(data)))
 	if err != nil {
 		return err
@@ -175,8 +305,8 @@ func syncRootDir(root *os.Root, dir string) error {
 	return d.Sync()
 }
 
-// StatFile describes a workspace file.
-func (s *Store) StatFile(taskID, name string) (protocol.FileInfo, error) {
+// statFile describes a workspace file.
+func (s *Store) statFile(taskID, name string) (protocol.FileInfo, error) {
 	root, err := s.openWorkspace(taskID, false)
 	if err != nil {
 		return protocol.FileInfo{}, workspaceError(name, err)
@@ -189,15 +319,24 @@ func (s *Store) StatFile(taskID, name string) (protocol.FileInfo, error) {
 	return protocol.FileInfo{Path: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
-// PathState says what writing the workspace file name would change: the
+// pathState is what a workspace path holds before a file is written
+// there: whether a file is there already and its size, and how many of the
+// directories above it do not exist yet (the write makes them).
+type pathState struct {
+	exists      bool
+	size        int64
+	missingDirs int
+}
+
+// pathState says what writing the workspace file name would change: the
 // file it replaces, if any, and the directories it would make. A directory
 // at name, or a file where one of its directories should be, is EBADPATH:
 // the write would fail.
-func (s *Store) PathState(taskID, name string) (protocol.PathState, error) {
-	var st protocol.PathState
+func (s *Store) pathState(taskID, name string) (pathState, error) {
+	var st pathState
 	root, err := s.openWorkspace(taskID, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		st.MissingDirs = strings.Count(name, "/")
+		st.missingDirs = strings.Count(name, "/")
 		return st, nil
 	} else if err != nil {
 		return st, workspaceError(name, err)
@@ -207,7 +346,7 @@ func (s *Store) PathState(taskID, name string) (protocol.PathState, error) {
 		if !fi.Mode().IsRegular() {
 			return st, protocol.Errorf(protocol.EBADPATH, "%q is a directory, not a file", name)
 		}
-		st.Exists, st.Size = true, fi.Size()
+		st.exists, st.size = true, fi.Size()
 		return st, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return st, workspaceError(name, err)
@@ -215,7 +354,7 @@ func (s *Store) PathState(taskID, name string) (protocol.PathState, error) {
 	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 		fi, err := root.Lstat(filesDir + "/" + dir)
 		if errors.Is(err, fs.ErrNotExist) {
-			st.MissingDirs++
+			st.missingDirs++
 			continue
 		} else if err != nil {
 			return st, workspaceError(name, err)
@@ -241,9 +380,9 @@ func regularFile(root *os.Root, name string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// RemoveFile removes a workspace file, and the directories it leaves
+// removeFile removes a workspace file, and the directories it leaves
 // empty, and returns how many directories it removed.
-func (s *Store) RemoveFile(taskID, name string) (removedDirs int, err error) {
+func (s *Store) removeFile(taskID, name string) (removedDirs int, err error) {
 	root, err := s.openWorkspace(taskID, false)
 	if err != nil {
 		return 0, workspaceError(name, err)
@@ -264,9 +403,9 @@ func (s *Store) RemoveFile(taskID, name string) (removedDirs int, err error) {
 	return removedDirs, syncRootDir(root, filesDir)
 }
 
-// ListFiles lists the workspace files whose path starts with prefix, in
+// listFiles lists the workspace files whose path starts with prefix, in
 // path order.
-func (s *Store) ListFiles(taskID, prefix string) ([]protocol.FileInfo, error) {
+func (s *Store) listFiles(taskID, prefix string) ([]protocol.FileInfo, error) {
 	files := []protocol.FileInfo{}
 	err := s.walkWorkspace(taskID, func(name string, fi fs.FileInfo) {
 		if strings.HasPrefix(name, prefix) {
@@ -277,11 +416,11 @@ func (s *Store) ListFiles(taskID, prefix string) ([]protocol.FileInfo, error) {
 	return files, err
 }
 
-// WorkspaceUsage is what a task's workspace holds against its quota: the
+// workspaceUsage is what a task's workspace holds against its quota: the
 // bytes of its files, and its entries, files and directories alike (a
 // directory takes an inode and a block like a file). Files an upload's
 // rollback set aside in quarantine/ count too: they are the task's.
-func (s *Store) WorkspaceUsage(taskID string) (bytes int64, entries int, err error) {
+func (s *Store) workspaceUsage(taskID string) (bytes int64, entries int, err error) {
 	root, err := s.openWorkspace(taskID, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, nil // nothing written yet
@@ -404,16 +543,16 @@ func sweepTemps(workspace string, unsettled map[string]bool) error {
 	return nil
 }
 
-// RemoveWorkspace removes a task's whole workspace (used when the task's
+// removeWorkspace removes a task's whole workspace (used when the task's
 // creation failed).
-func (s *Store) RemoveWorkspace(taskID string) error {
+func (s *Store) removeWorkspace(taskID string) error {
 	return os.RemoveAll(s.workspaceDir(taskID))
 }
 
-// StageArtifactFromFile stages a workspace file's current bytes as the new
+// stageArtifactFromFile stages a workspace file's current bytes as the new
 // artifact artifactID: a hard link, no copy (workspace files are never
 // changed in place, so the artifact keeps these bytes).
-func (s *Store) StageArtifactFromFile(taskID, name, artifactID string) (protocol.Blob, error) {
+func (s *Store) stageArtifactFromFile(taskID, name, artifactID string) (protocol.Blob, error) {
 	root, err := s.openWorkspace(taskID, true)
 	if err != nil {
 		return nil, workspaceError(name, err)
@@ -437,244 +576,6 @@ func (s *Store) StageArtifactFromFile(taskID, name, artifactID string) (protocol
 		return nil, storageError("stage artifact", err)
 	}
 	return &blob{path: staged, size: fi.Size(), done: true}, nil
-}
-
-// placement is an upload put into a workspace before its artifact is
-// recorded: Commit keeps it, Rollback restores what the path held before.
-// A journal in staging/ lets the next Open finish either after a crash.
-type placement struct {
-	s          *Store
-	taskID     string
-	name       string
-	artifactID string
-	hadBackup  bool
-}
-
-type placementJournal struct {
-	TaskID string `json:"task_id"`
-	Path   string `json:"path"`
-}
-
-func (s *Store) journalPath(artifactID string) string {
-	return s.stagingPath(artifactID) + ".ws"
-}
-
-func backupName(artifactID string) string { return tmpDir + "/backup-" + artifactID }
-
-// PlaceUpload puts the staged bytes of artifact artifactID at name in the
-// task's workspace (a hard link: no copy), keeping any file it replaces
-// until Commit.
-func (s *Store) PlaceUpload(taskID, name, artifactID string) (protocol.Placement, error) {
-	j, err := json.Marshal(placementJournal{TaskID: taskID, Path: name})
-	if err != nil {
-		return nil, err
-	}
-	if err := writeSynced(s.journalPath(artifactID), j); err != nil {
-		return nil, storageError("place upload", err)
-	}
-	p := &placement{s: s, taskID: taskID, name: name, artifactID: artifactID}
-	if err := p.place(); err != nil {
-		p.Rollback()
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *placement) place() error {
-	root, err := p.s.openWorkspace(p.taskID, true)
-	if err != nil {
-		return workspaceError(p.name, err)
-	}
-	defer root.Close()
-	dst := filesDir + "/" + p.name
-	if fi, err := root.Lstat(dst); err == nil {
-		if !fi.Mode().IsRegular() {
-			return protocol.Errorf(protocol.EBADPATH, "%q is a directory in the task's workspace", p.name)
-		}
-		if err := root.Rename(dst, backupName(p.artifactID)); err != nil {
-			return workspaceError(p.name, err)
-		}
-		p.hadBackup = true
-	}
-	tmp := tmpDir + "/" + p.artifactID
-	if err := os.Link(p.s.stagingPath(p.artifactID), filepath.Join(p.s.workspaceDir(p.taskID), tmp)); err != nil {
-		return storageError("place upload", err)
-	}
-	if err := swapIn(root, tmp, p.name); err != nil {
-		root.Remove(tmp)
-		return workspaceError(p.name, err)
-	}
-	return nil
-}
-
-// Commit keeps the placed file: the artifact was recorded.
-func (p *placement) Commit() {
-	if root, err := p.s.openWorkspace(p.taskID, false); err == nil {
-		root.Remove(backupName(p.artifactID))
-		root.Close()
-	}
-	os.Remove(p.s.journalPath(p.artifactID))
-}
-
-// Rollback removes the placed file and restores what was there before (see
-// rollbackPlacement). An error means the journal stays and the next Open
-// tries again; nothing is lost either way.
-func (p *placement) Rollback() error {
-	return p.s.rollbackPlacement(p.taskID, p.name, p.artifactID)
-}
-
-// rollbackPlacement undoes a placement: the upload leaves the workspace,
-// the file it replaced comes back, and the journal goes.
-//
-// An artifact handler runs between placement and rollback and may change
-// the path: its work stays, as a failed step's does. So the replaced file
-// comes back only where the place is free (the upload still there, or
-// nothing); where the handler put something else in its way (its own file,
-// a directory, a file where a directory of the path was), the replaced
-// file is quarantined instead: moved to the workspace's quarantine/ with a
-// note of its path, and logged once. Any other failure (the host's I/O)
-// returns an error and keeps the journal, so the next Open tries again:
-// the replaced file, kept in .tmp/ meanwhile, is never lost.
-func (s *Store) rollbackPlacement(taskID, name, artifactID string) error {
-	root, err := s.openWorkspace(taskID, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return removeIfExists(s.journalPath(artifactID)) // nothing was placed
-	} else if err != nil {
-		return fmt.Errorf("roll back the upload at %q: %w", name, err)
-	}
-	defer root.Close()
-	dst := filesDir + "/" + name
-	placed := s.isPlaced(root, name, artifactID)
-	if placed {
-		if err := root.Remove(dst); err != nil {
-			return fmt.Errorf("remove the upload at %q: %w", name, err)
-		}
-	}
-	if _, err := root.Lstat(backupName(artifactID)); err == nil {
-		if err := restoreBackup(root, name, artifactID); err != nil {
-			if !blockedBy(err) {
-				return fmt.Errorf("restore %q: %w", name, err)
-			}
-			if err := s.quarantine(root, taskID, name, artifactID, err); err != nil {
-				return fmt.Errorf("restore %q: %w", name, err)
-			}
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("restore %q: %w", name, err)
-	}
-	if err := root.Remove(tmpDir + "/" + artifactID); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove the upload at %q: %w", name, err)
-	}
-	return removeIfExists(s.journalPath(artifactID))
-}
-
-// restoreBackup puts the file a placement replaced back at name, making
-// the directories the handler may have removed, but never over anything
-// that stands there now.
-func restoreBackup(root *os.Root, name, artifactID string) error {
-	dst := filesDir + "/" + name
-	if _, err := root.Lstat(dst); err == nil {
-		return syscall.EEXIST // the handler's own file or directory
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := mkdirAllSynced(root, path.Dir(dst)); err != nil {
-		return err
-	}
-	if err := root.Rename(backupName(artifactID), dst); err != nil {
-		return err
-	}
-	return syncRootDir(root, path.Dir(dst))
-}
-
-// blockedBy reports whether a restore failed because something stands in
-// the way (the plugin's doing), rather than because the host failed.
-func blockedBy(err error) bool {
-	for _, e := range []error{syscall.EEXIST, syscall.ENOTEMPTY, syscall.EISDIR, syscall.ENOTDIR} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// quarantineNote records where a quarantined file came from.
-type quarantineNote struct {
-	TaskID string    `json:"task_id"`
-	Path   string    `json:"path"`
-	Reason string    `json:"reason"`
-	Time   time.Time `json:"time"`
-}
-
-// quarantine moves the file a placement replaced to the workspace's
-// quarantine/<artifact id>, with a note <artifact id>.json saying where it
-// was, and logs it. Quarantined files count against the task's workspace
-// quota, so a plugin cannot grow the disk by having them set aside.
-func (s *Store) quarantine(root *os.Root, taskID, name, artifactID string, why error) error {
-	if err := root.Mkdir(quarantineDir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	kept := quarantineDir + "/" + artifactID
-	note, err := json.Marshal(quarantineNote{TaskID: taskID, Path: name, Reason: why.Error(), Time: time.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	f, err := root.OpenFile(kept+".json", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	if err := writeClose(f, note); err != nil {
-		return err
-	}
-	if err := root.Rename(backupName(artifactID), kept); err != nil {
-		return err
-	}
-	if err := syncRootDir(root, quarantineDir); err != nil {
-		return err
-	}
-	if err := syncRootDir(root, "."); err != nil {
-		return err
-	}
-	s.log.Warn("an upload was rolled back, but the file it had replaced could not go back: the artifact handler put something in its place; the file is kept aside",
-		"task_id", taskID, "path", name, "kept_as", filepath.Join(s.workspaceDir(taskID), kept), "reason", why.Error())
-	return nil
-}
-
-func removeIfExists(name string) error {
-	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-// isPlaced reports whether the workspace file name is the staged upload
-// itself (and not a file the placement never got to move aside).
-func (s *Store) isPlaced(root *os.Root, name, artifactID string) bool {
-	placed, err := root.Lstat(filesDir + "/" + name)
-	if err != nil {
-		return false
-	}
-	staged, err := os.Stat(s.stagingPath(artifactID))
-	return err == nil && os.SameFile(placed, staged)
-}
-
-// recoverPlacement finishes a placement a killed process left: kept if its
-// artifact was recorded, rolled back if not.
-func (s *Store) recoverPlacement(artifactID string, recorded bool) error {
-	b, err := os.ReadFile(s.journalPath(artifactID))
-	if err != nil {
-		return err
-	}
-	var j placementJournal
-	if err := json.Unmarshal(b, &j); err != nil || uuid.Validate(j.TaskID) != nil {
-		return os.Remove(s.journalPath(artifactID)) // torn write: nothing was placed yet
-	}
-	if recorded {
-		p := &placement{s: s, taskID: j.TaskID, name: j.Path, artifactID: artifactID}
-		p.Commit() // what Commit leaves in .tmp/, the sweep removes
-		return nil
-	}
-	return s.rollbackPlacement(j.TaskID, j.Path, artifactID)
 }
 
 // writeSynced creates or replaces a file outside any workspace, durably.

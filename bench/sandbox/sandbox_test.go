@@ -27,16 +27,20 @@ import (
 // host answers the host API for an echo step, keeping nothing.
 type host struct{ input []byte }
 
-func (h *host) Input() []byte                                           { return h.input }
-func (h *host) SetResult([]byte) error                                  { return nil }
-func (h *host) Log(int32, []byte) error                                 { return nil }
-func (h *host) CreateArtifact(abi.ArtifactMeta, []byte) (string, error) { return "", nil }
-func (h *host) Config() []byte                                          { return []byte("{}") }
-func (h *host) WorkspaceReadInto(string, []byte) (int64, error)         { return 0, nil }
-func (h *host) WorkspaceWrite(string, []byte) error                     { return nil }
-func (h *host) WorkspaceList(string) ([]protocol.FileInfo, error)       { return nil, nil }
-func (h *host) WorkspaceStat(string) (protocol.FileInfo, error)         { return protocol.FileInfo{}, nil }
-func (h *host) WorkspaceDelete(string) error                            { return nil }
+func (h *host) Input() []byte            { return h.input }
+func (h *host) SetResult([]byte) error   { return nil }
+func (h *host) Log(string, []byte) error { return nil }
+func (h *host) CreateArtifact(context.Context, protocol.ArtifactSpec, []byte) (string, error) {
+	return "", nil
+}
+func (h *host) Config() []byte                                                     { return []byte("{}") }
+func (h *host) WorkspaceReadInto(context.Context, string, []byte) (int64, error)   { return 0, nil }
+func (h *host) WorkspaceWrite(context.Context, string, []byte) error               { return nil }
+func (h *host) WorkspaceList(context.Context, string) ([]protocol.FileInfo, error) { return nil, nil }
+func (h *host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error) {
+	return protocol.FileInfo{}, nil
+}
+func (h *host) WorkspaceDelete(context.Context, string) error { return nil }
 
 var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
 	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)

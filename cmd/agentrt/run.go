@@ -21,6 +21,8 @@ import (
 	"github.com/agentrt/agentrt/hostapi"
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/httpapi"
+	"github.com/agentrt/agentrt/protocol/wire"
 	"github.com/agentrt/agentrt/runtime"
 	"github.com/agentrt/agentrt/storage"
 	"github.com/tetratelabs/wazero"
@@ -40,18 +42,17 @@ type runConfig struct {
 	logLevel     slog.Level
 	pluginConfig map[string]string
 
-	maxInstances      int // per plugin
-	maxInstancesTotal int // across plugins
-	maxQueue          int
-	queueWait         time.Duration
-	maxTableEntries   int
-	maxPluginSize     size
-	minFreeDisk       diskFloorFlag
-	bodyTimeout       time.Duration
-	minBodyRate       size
-	maxUploads        int
-	maxUploadsPer     int
-	debugAddr         string
+	maxInstances    int // per plugin
+	maxQueue        int
+	queueWait       time.Duration
+	maxTableEntries int
+	maxPluginSize   size
+	minFreeDisk     diskFloorFlag
+	bodyTimeout     time.Duration
+	minBodyRate     size
+	maxUploads      int
+	maxUploadsPer   int
+	debugAddr       string
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -68,13 +69,13 @@ Flags:
 func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	cfg := &runConfig{
 		memoryLimit:     size(runtime.DefaultMemoryLimitPages) * 64 << 10,
-		maxBody:         protocol.DefaultMaxBodyBytes,
+		maxBody:         httpapi.DefaultMaxBodyBytes,
 		limits:          protocol.DefaultLimits,
 		maxHostCalls:    hostapi.DefaultMaxCalls,
 		maxTableEntries: runtime.DefaultMaxTableEntries,
 		maxPluginSize:   runtime.DefaultMaxPluginBytes,
 		minFreeDisk:     diskFloorFlag{auto: true},
-		minBodyRate:     protocol.DefaultMinBodyRate,
+		minBodyRate:     httpapi.DefaultMinBodyRate,
 	}
 	maxUpload := size(cfg.limits.MaxUploadBytes)
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
@@ -123,13 +124,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.IntVar(&cfg.maxTableEntries, "max-table-entries", cfg.maxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
 	fs.Var(&cfg.maxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
 	fs.Var(&cfg.minFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
-	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", protocol.DefaultBodyTimeout, "time a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
+	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
 	fs.Var(&cfg.minBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
-	fs.IntVar(&cfg.maxUploads, "max-uploads", protocol.DefaultMaxUploads, "uploads received at once; beyond, 503 with Retry-After")
-	fs.IntVar(&cfg.maxUploadsPer, "max-uploads-per-client", protocol.DefaultMaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
+	fs.IntVar(&cfg.maxUploads, "max-uploads", httpapi.DefaultMaxUploads, "uploads received at once; beyond, 503 with Retry-After")
+	fs.IntVar(&cfg.maxUploadsPer, "max-uploads-per-client", httpapi.DefaultMaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
 	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
-	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*cpus), "plugin instances running at once, per plugin")
-	fs.IntVar(&cfg.maxInstancesTotal, "max-instances-total", max(32, 16*cpus), "plugin instances running at once, all plugins together")
+	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*cpus), "plugin instances running at once")
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
 	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
@@ -247,7 +247,7 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		go http.Serve(dln, http.DefaultServeMux) // net/http/pprof registers there
 		log.Info("serving the profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
-	log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+protocol.Prefix, "data", cfg.dataDir)
+	log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+httpapi.Prefix, "data", cfg.dataDir)
 
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	reclaimed := make(chan struct{})
@@ -304,10 +304,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		MaxTableEntries:  uint32(cfg.maxTableEntries),
 		MaxPluginBytes:   int64(cfg.maxPluginSize),
 		CallTimeout:      cfg.callTimeout,
-		Limiters: []*runtime.Limiter{
-			runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait),
-			runtime.NewLimiter(cfg.maxInstancesTotal, cfg.maxQueue, cfg.queueWait),
-		},
+		Limiter:          runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait),
 		HostModules: []runtime.HostModule{{
 			Name: abi.ImportModule,
 			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
@@ -326,7 +323,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		store:  store,
 		plugin: plugin,
 		agent:  agent,
-		handler: protocol.NewServer(agent, protocol.ServerConfig{
+		handler: httpapi.NewServer(agent, httpapi.ServerConfig{
 			MaxBodyBytes:        int64(cfg.maxBody),
 			BodyTimeout:         cfg.bodyTimeout,
 			MinBodyRate:         int64(cfg.minBodyRate),
@@ -346,12 +343,17 @@ func (s *server) Close() error {
 // context carrying its protocol.Call for the host API to act on.
 type pluginAdapter struct{ p *runtime.Plugin }
 
-func (a pluginAdapter) HasHandler(handler string) bool {
-	return a.p.HasExport(abi.ExportOf(handler))
+var _ protocol.Plugin = pluginAdapter{}
+
+func (a pluginAdapter) HasHandler(h protocol.Handler) bool {
+	return a.p.HasExport(abi.ExportOf(string(h)))
 }
 
-func (a pluginAdapter) Run(ctx context.Context, handler string, call *protocol.Call) (int32, time.Duration, error) {
-	return a.p.Call(ctx, abi.ExportOf(handler), runtime.Invocation{
+// Codec is ABI version 1's: the only version runtime.Load accepts.
+func (a pluginAdapter) Codec() protocol.Codec { return wire.V1 }
+
+func (a pluginAdapter) Run(ctx context.Context, h protocol.Handler, call *protocol.Call) (int32, time.Duration, error) {
+	return a.p.Call(ctx, abi.ExportOf(string(h)), runtime.Invocation{
 		Stdout: call.Stdout(),
 		Stderr: call.Stderr(),
 		Host:   func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call) },

@@ -1,4 +1,4 @@
-package protocol
+package httpapi
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // Prefix is where the protocol is served.
@@ -35,7 +37,12 @@ type ServerConfig struct {
 	// upload is refused with 503 before its body is read.
 	MaxUploads          int
 	MaxUploadsPerClient int
-	Log                 *slog.Logger
+	// BasePath is where the agent is served: its routes are BasePath +
+	// Prefix + "/agent/...". "" serves it at the root; "/agents/NAME"
+	// serves one of several agents. It starts with "/" and does not end
+	// with one.
+	BasePath string
+	Log      *slog.Logger
 }
 
 // Defaults for ServerConfig.
@@ -49,14 +56,18 @@ const (
 
 // Server is the Agent Protocol's HTTP API over an Agent.
 type Server struct {
-	agent   *Agent
+	agent   *protocol.Agent
 	router  *httprouter.Router
 	cfg     ServerConfig
 	uploads uploadSlots
 }
 
-// NewServer returns the HTTP API of agent.
-func NewServer(agent *Agent, cfg ServerConfig) *Server {
+// NewServer returns the HTTP API of agent. It panics on a BasePath that
+// is not a path as ServerConfig describes.
+func NewServer(agent *protocol.Agent, cfg ServerConfig) *Server {
+	if b := cfg.BasePath; b != "" && (b[0] != '/' || strings.HasSuffix(b, "/")) {
+		panic(fmt.Sprintf("httpapi: base path %q does not start with / or ends with /", b))
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -78,22 +89,23 @@ func NewServer(agent *Agent, cfg ServerConfig) *Server {
 	s := &Server{agent: agent, router: httprouter.New(), cfg: cfg,
 		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
-	r.GET(Prefix+"/agent/tasks", s.handle(s.handleListTasks))
-	r.POST(Prefix+"/agent/tasks", s.handle(s.handleCreateTask))
-	r.GET(Prefix+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
-	r.GET(Prefix+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
-	r.GET(Prefix+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
-	r.POST(Prefix+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
-	r.GET(Prefix+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
-	r.GET(Prefix+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
-	r.GET(Prefix+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
-	r.POST(Prefix+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
-	r.GET(Prefix+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+	base := cfg.BasePath + Prefix
+	r.GET(base+"/agent/tasks", s.handle(s.handleListTasks))
+	r.POST(base+"/agent/tasks", s.handle(s.handleCreateTask))
+	r.GET(base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
+	r.GET(base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
+	r.GET(base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
+	r.POST(base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
+	r.GET(base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
+	r.GET(base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
+	r.GET(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
+	r.POST(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
+	r.GET(base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, Errorf(ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
+		s.writeError(w, req, protocol.Errorf(protocol.ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, Errorf(EMETHOD, "method %s is not allowed on %s (allowed: %s)",
+		s.writeError(w, req, protocol.Errorf(protocol.EMETHOD, "method %s is not allowed on %s (allowed: %s)",
 			req.Method, req.URL.Path, w.Header().Get("Allow")))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
@@ -125,33 +137,33 @@ func (s *Server) handle(h handlerFunc) httprouter.Handle {
 // where that happens.
 func statusOf(code string) int {
 	switch code {
-	case ENOTFOUND:
+	case protocol.ENOTFOUND:
 		return http.StatusNotFound
-	case EINVALID:
+	case protocol.EINVALID:
 		return http.StatusBadRequest
-	case EUNPROCESSABLE, EBADPATH, EREJECTED:
+	case protocol.EUNPROCESSABLE, protocol.EBADPATH, protocol.EREJECTED:
 		return http.StatusUnprocessableEntity
-	case ETOOLARGE:
+	case protocol.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
-	case EMETHOD:
+	case protocol.EMETHOD:
 		return http.StatusMethodNotAllowed
-	case EPLUGIN:
+	case protocol.EPLUGIN:
 		return http.StatusBadGateway
-	case ETIMEOUT:
+	case protocol.ETIMEOUT:
 		return http.StatusGatewayTimeout
-	case EUNAVAILABLE:
+	case protocol.EUNAVAILABLE:
 		return http.StatusServiceUnavailable
-	case ELIMIT:
+	case protocol.ELIMIT:
 		return http.StatusTooManyRequests
-	case EINSUFFICIENT:
+	case protocol.EINSUFFICIENT:
 		return http.StatusInsufficientStorage
-	case EABORTED:
+	case protocol.EABORTED:
 		return http.StatusBadRequest
-	case ESLOWBODY:
+	case protocol.ESLOWBODY:
 		return http.StatusRequestTimeout
-	case ERANGE:
+	case protocol.ERANGE:
 		return http.StatusRequestedRangeNotSatisfiable
-	case EPRECONDITION:
+	case protocol.EPRECONDITION:
 		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
@@ -169,13 +181,13 @@ type errorBody struct {
 // or half-closed its connection) while it was served is no server error:
 // it is answered EABORTED, if anyone still listens, and logged as such.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := ErrorCode(err)
-	if code == EINTERNAL && r.Context().Err() != nil {
+	code := protocol.ErrorCode(err)
+	if code == protocol.EINTERNAL && r.Context().Err() != nil {
 		s.cfg.Log.Info("request cancelled by the client", "method", r.Method, "path", r.URL.Path, "err", err)
-		err, code = Errorf(EABORTED, "the request was cancelled"), EABORTED
+		err, code = protocol.Errorf(protocol.EABORTED, "the request was cancelled"), protocol.EABORTED
 	}
-	body := errorBody{Message: ErrorMessage(err), Code: code}
-	var e *Error
+	body := errorBody{Message: protocol.ErrorMessage(err), Code: code}
+	var e *protocol.Error
 	if errors.As(err, &e) {
 		body.StepID = e.StepID
 		if e.RetryAfter > 0 {
@@ -183,7 +195,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	status := statusOf(code)
-	if code == ESLOWBODY {
+	if code == protocol.ESLOWBODY {
 		// What is left of the body is not worth waiting for: net/http
 		// closes the connection after the answer instead of draining it.
 		w.Header().Set("Connection", "close")
@@ -219,31 +231,31 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	body, err := io.ReadAll(s.body(w, r, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		var e *Error
+		var e *protocol.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			return Errorf(ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+			return protocol.Errorf(protocol.ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		case errors.As(err, &e):
 			return e
 		}
-		return Errorf(EABORTED, "reading the request body failed: %v", err)
+		return protocol.Errorf(protocol.EABORTED, "reading the request body failed: %v", err)
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
 		return nil
 	}
-	if err := checkJSON(body, MaxJSONDepth); err != nil {
-		return Errorf(EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
+	if err := protocol.CheckJSON(body, protocol.MaxJSONDepth); err != nil {
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
 	}
 	if body[0] != '{' {
-		return Errorf(EUNPROCESSABLE, "the request body must be a JSON object")
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
-		return Errorf(EUNPROCESSABLE, "the request body is not valid: %s", describeJSONError(err))
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid: %s", describeJSONError(err))
 	}
 	if dec.More() {
-		return Errorf(EUNPROCESSABLE, "the request body has data after the JSON object")
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body has data after the JSON object")
 	}
 	return nil
 }
@@ -276,9 +288,9 @@ const maxPageNumber = 1<<31 - 1
 // pageOf reads current_page and page_size from the query. Absent values take
 // their defaults; page_size above MaxPageSize is lowered to it; anything
 // that is not an integer in range is EINVALID.
-func pageOf(r *http.Request) (Page, error) {
+func pageOf(r *http.Request) (protocol.Page, error) {
 	q := r.URL.Query()
-	p := Page{Number: 1, Size: DefaultPageSize}
+	p := protocol.Page{Number: 1, Size: protocol.DefaultPageSize}
 	for _, f := range []struct {
 		name string
 		dst  *int
@@ -289,12 +301,12 @@ func pageOf(r *http.Request) (Page, error) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
 		if err != nil || n < 1 || n > maxPageNumber {
-			return Page{}, Errorf(EINVALID, "%s must be an integer from 1 to %d, not %q", f.name, maxPageNumber, v[0])
+			return protocol.Page{}, protocol.Errorf(protocol.EINVALID, "%s must be an integer from 1 to %d, not %q", f.name, maxPageNumber, v[0])
 		}
 		*f.dst = int(n)
 	}
-	if p.Size > MaxPageSize {
-		p.Size = MaxPageSize
+	if p.Size > protocol.MaxPageSize {
+		p.Size = protocol.MaxPageSize
 	}
 	return p, nil
 }

@@ -1,4 +1,4 @@
-package protocol
+package httpapi
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // Request bodies at the edge: a body must have come by BodyTimeout after
@@ -88,7 +90,7 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 		b.set = time.Time{}
 	}
 	if err != nil && isTimeout(err) {
-		return n, Errorf(ESLOWBODY, "the request body came too slowly: %d bytes in %s; the server waits %s for it and then at least a second per %d bytes",
+		return n, protocol.Errorf(protocol.ESLOWBODY, "the request body came too slowly: %d bytes in %s; the server waits %s for it and then at least a second per %d bytes",
 			b.n, time.Since(b.start).Round(time.Millisecond), b.grace, b.rate)
 	}
 	return n, err

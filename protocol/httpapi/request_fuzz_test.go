@@ -1,4 +1,4 @@
-package protocol
+package httpapi
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // FuzzDecodeRequestBody feeds bytes to decodeBody as the body of create-task
@@ -30,23 +32,23 @@ func FuzzDecodeRequestBody(f *testing.F) {
 	s := &Server{cfg: ServerConfig{MaxBodyBytes: maxBody, BodyTimeout: time.Second, MinBodyRate: 1024}}
 	f.Add([]byte(`{"input":"hi","additional_input":{"k":[1,2]}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var task TaskRequestBody
+		var task protocol.TaskRequestBody
 		err := decodeRequestBody(s, body, &task)
 		checkDecodeError(t, body, err, maxBody)
 		if err == nil {
 			checkServable(t, task.Input, task.AdditionalInput, func(addl json.RawMessage) any {
-				return &Task{TaskID: "t", Input: task.Input, AdditionalInput: addl, Artifacts: []Artifact{}}
+				return &protocol.Task{TaskID: "t", Input: task.Input, AdditionalInput: addl, Artifacts: []protocol.Artifact{}}
 			})
 		}
-		var step StepRequestBody
+		var step protocol.StepRequestBody
 		err2 := decodeRequestBody(s, body, &step)
 		if (err == nil) != (err2 == nil) {
 			t.Fatalf("create-task decoding says %v, execute-step decoding %v", err, err2)
 		}
 		if err2 == nil {
 			checkServable(t, step.Input, step.AdditionalInput, func(addl json.RawMessage) any {
-				return &Step{TaskID: "t", StepID: "s", Status: StatusCompleted, Input: step.Input,
-					AdditionalInput: addl, Artifacts: []Artifact{}}
+				return &protocol.Step{TaskID: "t", StepID: "s", Status: protocol.StatusCompleted, Input: step.Input,
+					AdditionalInput: addl, Artifacts: []protocol.Artifact{}}
 			})
 		}
 	})
@@ -63,15 +65,15 @@ func decodeRequestBody(s *Server, body []byte, v any) error {
 func checkDecodeError(t *testing.T, body []byte, err error, maxBody int) {
 	t.Helper()
 	if len(body) > maxBody {
-		if ErrorCode(err) != ETOOLARGE {
-			t.Fatalf("a %d-byte body over the %d-byte limit: err %v (code %q), want too_large", len(body), maxBody, err, ErrorCode(err))
+		if protocol.ErrorCode(err) != protocol.ETOOLARGE {
+			t.Fatalf("a %d-byte body over the %d-byte limit: err %v (code %q), want too_large", len(body), maxBody, err, protocol.ErrorCode(err))
 		}
 		return
 	}
 	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) || e.Code != EUNPROCESSABLE {
-			t.Fatalf("err %v (%T, code %q), want an *Error with code unprocessable", err, err, ErrorCode(err))
+		var e *protocol.Error
+		if !errors.As(err, &e) || e.Code != protocol.EUNPROCESSABLE {
+			t.Fatalf("err %v (%T, code %q), want an *Error with code unprocessable", err, err, protocol.ErrorCode(err))
 		}
 		if e.Message == "" || !utf8.ValidString(e.Message) {
 			t.Fatalf("error message %q is empty or not UTF-8", e.Message)
@@ -99,24 +101,24 @@ func acceptableRequestBody(body []byte) bool {
 		AdditionalInput json.RawMessage `json:"additional_input"`
 	}
 	return utf8.Valid(b) && json.Valid(b) && loneSurrogateEscapeAt(b) < 0 &&
-		jsonNestingDepth(b) <= MaxJSONDepth && b[0] == '{' && json.Unmarshal(b, &v) == nil
+		jsonNestingDepth(b) <= protocol.MaxJSONDepth && b[0] == '{' && json.Unmarshal(b, &v) == nil
 }
 
 // checkServable checks what decodeBody took as the Agent would store and
-// serve it: additional_input through objectOrEmpty, then the resource that
+// serve it: additional_input through protocol.ObjectOrEmpty, then the resource that
 // holds it (built by resource) marshalled as the API marshals it.
 func checkServable(t *testing.T, input *string, addl json.RawMessage, resource func(json.RawMessage) any) {
 	t.Helper()
 	if input != nil && !utf8.ValidString(*input) {
 		t.Fatalf("input %q is not UTF-8", *input)
 	}
-	kept, err := objectOrEmpty("additional_input", addl)
+	kept, err := protocol.ObjectOrEmpty("additional_input", addl)
 	if err != nil {
-		if ErrorCode(err) != EUNPROCESSABLE {
-			t.Fatalf("objectOrEmpty(%q): %v, want unprocessable", addl, err)
+		if protocol.ErrorCode(err) != protocol.EUNPROCESSABLE {
+			t.Fatalf("protocol.ObjectOrEmpty(%q): %v, want unprocessable", addl, err)
 		}
 		if v := bytes.TrimSpace(addl); len(v) > 0 && v[0] == '{' {
-			t.Fatalf("objectOrEmpty refused the object %q: %v", addl, err)
+			t.Fatalf("ObjectOrEmpty refused the object %q: %v", addl, err)
 		}
 		return
 	}

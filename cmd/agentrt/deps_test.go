@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentrt/agentrt"
+
+// allowedImports pins which package may import which: for each package of
+// the module, the module's packages and the outside modules it may import
+// (the standard library is free unless forbiddenStd says otherwise).
+// cmd/agentrt alone wires the others together. A package missing here
+// fails the test: say where it sits before it lands.
+var allowedImports = map[string][]string{
+	// The domain: the Agent Protocol's nouns and rules. No HTTP, no
+	// plugin wire format, no SQLite, no wazero.
+	"protocol": {"github.com/google/uuid"},
+	// The HTTP front end, over the domain only.
+	"protocol/httpapi": {"protocol", "github.com/julienschmidt/httprouter"},
+	// The plugin wire format: the domain's messages as the ABI's.
+	"protocol/wire": {"protocol", "plugins/abi"},
+	"storage":       {"protocol", "github.com/google/uuid", "modernc.org/sqlite"},
+	"runtime":       {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
+	"hostapi":       {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
+	// What plugin authors import: nothing of the host.
+	"plugins/abi": {},
+	"plugins/go":  {"plugins/abi"},
+	"cmd/agentrt": {"*"},
+
+	"examples/echo/go":       {"plugins/go"},
+	"examples/planner/go":    {"plugins/go"},
+	"examples/washington/go": {"plugins/go"},
+	"bench/fsyncprobe":       {},
+	"bench/sandbox":          {},
+	"bench/seed":             {},
+}
+
+// forbiddenStd are standard packages a package must not import: the domain
+// reaches files, the network and the database only through its
+// interfaces.
+var forbiddenStd = map[string][]string{
+	"protocol":      {"os", "net", "net/http", "database/sql"},
+	"protocol/wire": {"os", "net", "net/http", "database/sql"},
+	"plugins/abi":   {"os", "net", "net/http"},
+}
+
+type listedPackage struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+func TestEachPackageImportsOnlyWhatItMay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		name := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		allowed, ok := allowedImports[name]
+		if !ok {
+			t.Errorf("package %s is not in allowedImports: say what it may import", name)
+			continue
+		}
+		if len(allowed) == 1 && allowed[0] == "*" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+				for _, bad := range forbiddenStd[name] {
+					if imp == bad {
+						t.Errorf("%s imports %s", name, imp)
+					}
+				}
+				continue // the standard library
+			}
+			if !allows(allowed, imp) {
+				t.Errorf("%s imports %s, which allowedImports does not let it", name, imp)
+			}
+		}
+	}
+	if seen < len(allowedImports) {
+		t.Errorf("go list found %d packages, allowedImports names %d: remove the ones that are gone", seen, len(allowedImports))
+	}
+}
+
+// allows reports whether imp is one of allowed: a package of the module by
+// its path within it, or an outside module and any package under it.
+func allows(allowed []string, imp string) bool {
+	for _, a := range allowed {
+		if imp == module+"/"+a || imp == a || strings.HasPrefix(imp, a+"/") {
+			return true
+		}
+	}
+	return false
+}

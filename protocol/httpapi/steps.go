@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// handleExecuteStep serves POST /ap/v1/agent/tasks/{task_id}/steps.
+func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var body protocol.StepRequestBody
+	if err := s.decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	st, err := s.agent.ExecuteStep(r.Context(), ps.ByName("task_id"), body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// handleListSteps serves GET /ap/v1/agent/tasks/{task_id}/steps.
+func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.agent.ListSteps(r.Context(), ps.ByName("task_id"), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// handleGetStep serves GET /ap/v1/agent/tasks/{task_id}/steps/{step_id}.
+func (s *Server) handleGetStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	st, err := s.agent.GetStep(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// handleGetStepLogs serves GET /ap/v1/agent/tasks/{task_id}/steps/{step_id}/logs,
+// an extension: what the plugin logged, printed to stdout or stderr while
+// running the step.
+func (s *Server) handleGetStepLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	logs, err := s.agent.StepLogs(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, logList{Logs: logs})
+	return nil
+}

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// handleCreateTask serves POST /ap/v1/agent/tasks.
+func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var body protocol.TaskRequestBody
+	if err := s.decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	t, err := s.agent.CreateTask(r.Context(), body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// handleListTasks serves GET /ap/v1/agent/tasks.
+func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	p, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.agent.ListTasks(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// handleGetTask serves GET /ap/v1/agent/tasks/{task_id}.
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	t, err := s.agent.GetTask(r.Context(), ps.ByName("task_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// handleGetTaskLogs serves GET /ap/v1/agent/tasks/{task_id}/logs, an
+// extension: what the task handler logged when the task was created.
+func (s *Server) handleGetTaskLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	logs, err := s.agent.TaskLogs(r.Context(), ps.ByName("task_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, logList{Logs: logs})
+	return nil
+}
+
+// logList is the body of the log extension endpoints.
+type logList struct {
+	Logs []protocol.LogRecord `json:"logs"`
+}

@@ -1,0 +1,99 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Handler names a plugin handler.
+type Handler string
+
+// The handlers a plugin may define.
+const (
+	// HandlerTask runs when a task is created, and may plan its steps.
+	HandlerTask Handler = "task"
+	// HandlerStep executes a step.
+	HandlerStep Handler = "step"
+	// HandlerArtifact runs on each upload, and may reject it.
+	HandlerArtifact Handler = "artifact"
+)
+
+// Plugin runs the agent's handlers; runtime.Plugin implements it (through
+// a small adapter in cmd/agentrt that connects the host API).
+type Plugin interface {
+	// HasHandler reports whether the plugin defines a handler.
+	HasHandler(h Handler) bool
+	// Codec is the wire format of the plugin's ABI: how the handlers'
+	// input is written and their results read.
+	Codec() Codec
+	// Run runs the handler in a fresh instance whose host functions act on
+	// call, and returns the handler's return code and how long the plugin
+	// ran. An error is a *Error: EPLUGIN or ETIMEOUT when the plugin failed
+	// (trap, timeout, exit, limit), naming the cause; EUNAVAILABLE when it
+	// could not run.
+	Run(ctx context.Context, h Handler, call *Call) (int32, time.Duration, error)
+}
+
+// Codec is a plugin ABI's wire format; package wire implements ABI
+// version 1. The Decode methods read a result message that checkJSON has
+// accepted (UTF-8, nested at most MaxJSONDepth deep); they fail with a
+// plain error saying what is wrong with it, or an *Error.
+type Codec interface {
+	// EncodeInput writes the message a handler reads.
+	EncodeInput(in *HandlerInput) []byte
+	// DecodeTaskResult reads a task handler's result. A result planning
+	// more than maxSteps steps is EPLUGIN, refused before the steps are
+	// decoded.
+	DecodeTaskResult(b []byte, maxSteps int) (*TaskResult, error)
+	// DecodeStepResult reads a step handler's result.
+	DecodeStepResult(b []byte) (*StepResult, error)
+	// DecodeArtifactResult reads an artifact handler's result.
+	DecodeArtifactResult(b []byte) (*ArtifactResult, error)
+}
+
+// HandlerInput is what a handler is called with.
+type HandlerInput struct {
+	Handler Handler
+	Task    *Task
+	// Step and Request are set for the step handler: the step being
+	// executed and the execute-step request.
+	Step    *Step
+	Request *StepRequestBody
+	// Upload is set for the artifact handler: the uploaded artifact, whose
+	// bytes are in the workspace at Upload.WorkspacePath().
+	Upload *Artifact
+}
+
+// TaskResult is what a task handler returns.
+type TaskResult struct {
+	// Steps are planned, in order; each is listed with status "created"
+	// until it is executed.
+	Steps []PlannedStep
+	// Error, when set, fails the handler with this message.
+	Error string
+}
+
+// PlannedStep is one step a task handler plans.
+type PlannedStep struct {
+	Name            string
+	Input           *string
+	AdditionalInput json.RawMessage
+}
+
+// StepResult is what a step handler returns.
+type StepResult struct {
+	Output           *string
+	AdditionalOutput json.RawMessage
+	// Name, when set, replaces the step's name.
+	Name   *string
+	IsLast bool
+	Error  string
+}
+
+// ArtifactResult is what an artifact handler returns. A Reject reason
+// refuses the upload; the client sees it.
+type ArtifactResult struct {
+	Reject string
+	Error  string
+}
