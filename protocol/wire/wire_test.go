@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -108,4 +109,175 @@ func TestAPlanAtTheLimitIsKept(t *testing.T) {
 	if _, err := V1.DecodeTaskResult([]byte(`{"steps":[{},{},{}]}`), 2); protocol.ErrorCode(err) != protocol.EPLUGIN {
 		t.Errorf("3 steps over a limit of 2: %v", err)
 	}
+}
+
+// fullInput is a handler input with every field the domain has set.
+func fullInput() *protocol.HandlerInput {
+	art := protocol.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", TaskID: "t1", Size: 3}
+	return &protocol.HandlerInput{
+		Handler: protocol.HandlerStep,
+		Task:    &protocol.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []protocol.Artifact{art}},
+		Step: &protocol.Step{TaskID: "t1", StepID: "s1", Name: str("step name"), Input: str("step input"),
+			AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
+		Request: &protocol.StepRequestBody{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
+		Upload:  &art,
+	}
+}
+
+func str(s string) *string { return &s }
+
+// Every field of abi.Input, at every depth, is set by EncodeInput from a
+// domain input with every field set: a field added to the ABI's messages
+// that the host does not fill fails here.
+func TestEncodeInputWritesEveryFieldOfTheABIInput(t *testing.T) {
+	var msg map[string]any
+	if err := json.Unmarshal(V1.EncodeInput(fullInput()), &msg); err != nil {
+		t.Fatal(err)
+	}
+	checkEveryField(t, "input", reflect.TypeOf(abi.Input{}), msg)
+}
+
+// checkEveryField checks that v, a decoded JSON object, holds every field
+// of struct type typ, recursing into nested structs and arrays of them.
+func checkEveryField(t *testing.T, path string, typ reflect.Type, v any) {
+	t.Helper()
+	obj, ok := v.(map[string]any)
+	if !ok {
+		t.Errorf("%s is %T, want an object", path, v)
+		return
+	}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		val, ok := obj[name]
+		if !ok || val == nil || val == "" || val == false || val == 0.0 {
+			t.Errorf("%s.%s is not set (%v)", path, name, val)
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct:
+			checkEveryField(t, path+"."+name, ft, val)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			list, _ := val.([]any)
+			if len(list) == 0 {
+				t.Errorf("%s.%s is empty", path, name)
+			}
+			for j, e := range list {
+				checkEveryField(t, fmt.Sprintf("%s.%s[%d]", path, name, j), ft.Elem(), e)
+			}
+		}
+	}
+}
+
+func TestEncodeInputCarriesTheDomainsValues(t *testing.T) {
+	var got abi.Input
+	if err := json.Unmarshal(V1.EncodeInput(fullInput()), &got); err != nil {
+		t.Fatal(err)
+	}
+	art := abi.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", WorkspacePath: "dir/f.txt"}
+	want := abi.Input{
+		ABI: abi.Version, Handler: abi.HandlerStep,
+		Task: abi.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []abi.Artifact{art}},
+		Step: &abi.Step{StepID: "s1", Name: str("step name"), Input: str("step input"), AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
+		Request:  &abi.Request{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
+		Artifact: &art,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("input decodes as\n%+v\nwant\n%+v", got, want)
+	}
+	// The domain's handler names are the ABI's.
+	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact} {
+		if abi.ExportOf(string(h)) == "" {
+			t.Errorf("handler %q has no export in the ABI", h)
+		}
+	}
+}
+
+// Every field of each result message, filled by reflection, reaches the
+// domain's result with its value: a field added to abi's results that the
+// host does not read fails here.
+func TestDecodeResultsReadEveryFieldOfTheABIResults(t *testing.T) {
+	for _, tc := range []struct {
+		msg    any
+		decode func([]byte) (any, error)
+	}{
+		{&abi.StepResult{}, func(b []byte) (any, error) { return V1.DecodeStepResult(b) }},
+		{&abi.ArtifactResult{}, func(b []byte) (any, error) { return V1.DecodeArtifactResult(b) }},
+		{&abi.TaskResult{}, func(b []byte) (any, error) { return V1.DecodeTaskResult(b, 10) }},
+	} {
+		v := reflect.ValueOf(tc.msg).Elem()
+		fill(v, v.Type().Name())
+		b, err := json.Marshal(tc.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tc.decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Type().Name(), err)
+		}
+		if want, got := byName(v), byName(reflect.ValueOf(got)); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %s decodes as\n%v\nwant\n%v", v.Type().Name(), b, got, want)
+		}
+	}
+}
+
+// fill sets every field of v to a value no two fields share, and one
+// element in each slice.
+func fill(v reflect.Value, name string) {
+	switch {
+	case v.Type() == reflect.TypeOf(json.RawMessage(nil)):
+		v.SetBytes([]byte(fmt.Sprintf(`{%q:1}`, name)))
+	case v.Kind() == reflect.String:
+		v.SetString(name)
+	case v.Kind() == reflect.Bool:
+		v.SetBool(true)
+	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
+		v.SetInt(int64(len(name)))
+	case v.Kind() == reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), name)
+	case v.Kind() == reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), name+"[0]")
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			fill(v.Field(i), name+"."+v.Type().Field(i).Name)
+		}
+	default:
+		panic("fill: no value for " + v.Type().String())
+	}
+}
+
+// byName is v as nested maps keyed by Go field name, so that an abi
+// message and the domain's type compare field by field.
+func byName(v reflect.Value) any {
+	switch {
+	case v.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return byName(v.Elem())
+	case v.Type() == reflect.TypeOf(json.RawMessage(nil)):
+		return string(v.Bytes())
+	case v.Kind() == reflect.Slice:
+		out := []any{}
+		for i := range v.Len() {
+			out = append(out, byName(v.Index(i)))
+		}
+		return out
+	case v.Kind() == reflect.Struct:
+		out := map[string]any{}
+		for i := range v.NumField() {
+			out[v.Type().Field(i).Name] = byName(v.Field(i))
+		}
+		return out
+	}
+	return v.Interface()
 }
