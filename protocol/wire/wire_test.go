@@ -184,8 +184,8 @@ func TestEncodeInputCarriesTheDomainsValues(t *testing.T) {
 	art := abi.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", WorkspacePath: "dir/f.txt"}
 	want := abi.Input{
 		ABI: abi.Version, Handler: abi.HandlerStep,
-		Task: abi.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []abi.Artifact{art}},
-		Step: &abi.Step{StepID: "s1", Name: str("step name"), Input: str("step input"), AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
+		Task:     abi.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []abi.Artifact{art}},
+		Step:     &abi.Step{StepID: "s1", Name: str("step name"), Input: str("step input"), AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
 		Request:  &abi.Request{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
 		Artifact: &art,
 	}
