@@ -120,7 +120,13 @@ func (c *Call) addLog(level string, message []byte) error {
 	if c.logFull {
 		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
-	size := LogRecordSize(message)
+	// A record takes at least its message's length stored, so a message
+	// that cannot fit is refused before a byte of it is read: it may be
+	// all of the plugin's memory.
+	size := LogRecordOverhead + len(message)
+	if c.logBytes+size <= max {
+		size = LogRecordSize(message)
+	}
 	if c.logBytes+size > max {
 		c.logFull = true
 		c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: "warn",
@@ -367,10 +373,14 @@ const maxLine = 4096
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	w.wrote = w.wrote || n > 0
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+	// Once the log is full, later lines are dropped unread: p may be all
+	// of the plugin's memory.
+	for len(p) > 0 && !w.call.logFull {
+		// A line is looked for only as far as the held line has room:
+		// no byte is read beyond what is kept.
+		room := maxLine - len(w.partial)
+		i := bytes.IndexByte(p[:min(len(p), room+1)], '\n')
 		if i < 0 {
-			room := maxLine - len(w.partial)
 			if len(p) <= room {
 				w.partial = append(w.partial, p...)
 				break

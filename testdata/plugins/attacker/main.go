@@ -177,11 +177,14 @@ func onStep() int32 {
 		return output(strconv.Itoa(accepted))
 
 	// Arguments of hundreds of MiB, in memory the plugin never touches.
-	case "big-log", "big-meta", "big-result":
+	case "big-log", "big-meta", "big-result", "big-print":
 		size, _ := strconv.Atoi(arg)
 		buf := make([]byte, size) // fresh pages from memory.grow: never written
 		var code int32
 		switch name {
+		case "big-print": // one write to stdout, no newline in it
+			n, err := os.Stdout.Write(buf)
+			return output(fmt.Sprintf("%d %v", n, err))
 		case "big-log":
 			code = hostLog(1, ptr(buf), uint32(size))
 		case "big-meta":
