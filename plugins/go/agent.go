@@ -23,6 +23,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -218,7 +219,9 @@ func onArtifact() int32 {
 	t := taskOf(in.Task)
 	a := artifactOf(*in.Artifact)
 	err = guard(func() error { return artifactHandler(&t, &a) })
-	if r, ok := err.(*Rejection); ok {
+	// A rejection wrapped by the handler ("checking %s: %w") still refuses.
+	var r *Rejection
+	if errors.As(err, &r) {
 		return succeed(&abi.ArtifactResult{Reject: r.Reason})
 	} else if err != nil {
 		return fail(err, "", &abi.ArtifactResult{})

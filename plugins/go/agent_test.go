@@ -279,6 +279,7 @@ func TestArtifactHandlerAcceptsRejectsOrFails(t *testing.T) {
 	}{
 		{"nil accepts", nil, 0, `{}`},
 		{"Reject refuses with its reason", Reject("only %s files, please", ".txt"), 0, `{"reject":"only .txt files, please"}`},
+		{"a wrapped Reject still refuses", fmt.Errorf("checking a.exe: %w", Reject("no executables")), 0, `{"reject":"no executables"}`},
 		{"another error fails", errors.New("virus scanner unavailable"), 1, `{"error":"virus scanner unavailable"}`},
 	}
 	for _, tt := range tests {
