@@ -74,13 +74,23 @@ run: build/agentrt $(PLUGIN_DIR)/washington-go.wasm
 toolchains:
 	scripts/toolchains.sh
 
-test: toolchains plugins build/agentrt test-go fuzz-short conformance
+test: toolchains plugins build/agentrt test-go test-rust fuzz-short conformance
 
 test-go: plugins
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 ./...
 	@# Resident memory after attacks is measured without the race detector,
 	@# whose shadow memory would hide it.
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -count=1 -run 'TestHostile(Wasm|Go)Plugin' ./cmd/agentrt
+
+# The Rust kit's tests (unit, golden and doc tests) and the Rust examples',
+# on the build machine: Debian's rustc has its standard library too, and
+# RUSTDOC is the rustdoc of that rustc (the rustup one on PATH cannot read
+# what rustc 1.63 builds).
+.PHONY: test-rust
+test-rust: | toolchains
+	for m in plugins/rust $(wildcard examples/*/rust); do \
+		RUSTDOC=/usr/bin/rustdoc $(CARGO) test --quiet --offline --manifest-path $$m/Cargo.toml --target-dir build/cargo-test || exit 1; \
+	done
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)

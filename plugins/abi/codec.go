@@ -573,6 +573,7 @@ func (s *scanner) boolean() (bool, error) {
 }
 
 func (s *scanner) integer() (int64, error) {
+	s.ws()
 	start := s.i
 	if err := s.number(); err != nil {
 		return 0, err

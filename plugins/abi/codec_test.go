@@ -3,6 +3,8 @@ package abi
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ var inputSeeds = []string{
 	` { "handler" : "step" , "step" : null , "request" : null , "artifact" : null } `,
 	`{"task":{"input":"esc \" \\ \/ \b \f \n \r \t \u00e9 \ud83d\ude00 \ud800 \udc00 \ud800\u0041"}}`,
 	"{\"task\":{\"input\":\"raw \xff\xfe bytes and \xe2\x82 cut\"}}",
-	`{"abi":1,"abi":2}`,
+	`{"abi":1,"abi":2}`, "{\"abi\" :\n 1 , \"task\": {\"task_id\": \"t\"}}",
 	`{}`,
 	`{"step":{"name":"n","input":"","additional_input":null}}`,
 	`[]`, `{`, `{"abi":}`, `{"handler":"x",}`, `{"task":{"input":"\x01"}}`, `{"abi":1} x`, `{"abi":01}`, `{"abi":1.5}`,
@@ -34,6 +36,13 @@ func TestDecodeInputAgreesWithEncodingJSON(t *testing.T) {
 func FuzzDecodeInput(f *testing.F) {
 	for _, seed := range inputSeeds {
 		f.Add([]byte(seed))
+	}
+	// The golden inputs (golden_test.go), as the host would send them.
+	paths, _ := filepath.Glob(filepath.Join(goldenDir, "input", "*.json"))
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(checkDecodeInput)
 }
@@ -81,21 +90,21 @@ func checkDecodeInput(t *testing.T, data []byte) {
 		}
 		return
 	}
-	normalize := func(in *Input) {
-		for _, raw := range []*json.RawMessage{&in.Task.AdditionalInput} {
-			*raw = compact(*raw)
-		}
-		if in.Step != nil {
-			in.Step.AdditionalInput = compact(in.Step.AdditionalInput)
-		}
-		if in.Request != nil {
-			in.Request.AdditionalInput = compact(in.Request.AdditionalInput)
-		}
-	}
-	normalize(&want)
-	normalize(got)
+	normalizeInput(&want)
+	normalizeInput(got)
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("DecodeInput(%.200q)\n got %+v\nwant %+v", data, *got, want)
+	}
+}
+
+// normalizeInput makes in's raw JSON comparable (see compact).
+func normalizeInput(in *Input) {
+	in.Task.AdditionalInput = compact(in.Task.AdditionalInput)
+	if in.Step != nil {
+		in.Step.AdditionalInput = compact(in.Step.AdditionalInput)
+	}
+	if in.Request != nil {
+		in.Request.AdditionalInput = compact(in.Request.AdditionalInput)
 	}
 }
 

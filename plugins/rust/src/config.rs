@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 
+use crate::abi;
 use crate::error::Error;
 use crate::host;
 use crate::json::Value;
@@ -9,7 +10,7 @@ use crate::json::Value;
 /// The host sends a JSON object of strings; a value of another type (which
 /// the ABI does not promise) is kept as its JSON text.
 pub fn config() -> Result<BTreeMap<String, String>, Error> {
-    match host::decode("config", &host::config()?)? {
+    match host::decode(abi::FUNC_CONFIG, &host::config()?)? {
         Value::Object(members) => Ok(members
             .into_iter()
             .map(|(k, v)| match v {

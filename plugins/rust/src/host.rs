@@ -147,29 +147,31 @@ fn status(func: &str, code: i32) -> Result<(), Error> {
 
 pub(crate) fn input() -> Result<Vec<u8>, Error> {
     // SAFETY: the host writes at most cap bytes at buf.
-    sized_read("input", |buf, cap| unsafe { raw::host_input(buf, cap) })
+    sized_read(abi::FUNC_INPUT, |buf, cap| unsafe {
+        raw::host_input(buf, cap)
+    })
 }
 
 pub(crate) fn set_result(result: &[u8]) -> Result<(), Error> {
-    let len = len32("set_result", result.len())?;
+    let len = len32(abi::FUNC_SET_RESULT, result.len())?;
     // SAFETY: the host only reads the len bytes at ptr.
-    status("set_result", unsafe {
+    status(abi::FUNC_SET_RESULT, unsafe {
         raw::host_set_result(result.as_ptr(), len)
     })
 }
 
 pub(crate) fn log(level: i32, message: &str) -> Result<(), Error> {
-    let len = len32("log", message.len())?;
+    let len = len32(abi::FUNC_LOG, message.len())?;
     // SAFETY: the host only reads the len bytes at ptr.
-    status("log", unsafe {
+    status(abi::FUNC_LOG, unsafe {
         raw::host_log(level, message.as_ptr(), len)
     })
 }
 
 /// Registers an artifact and returns its 36-character id.
 pub(crate) fn artifact_create(meta: &[u8], data: &[u8]) -> Result<String, Error> {
-    let meta_len = len32("artifact_create", meta.len())?;
-    let data_len = len32("artifact_create", data.len())?;
+    let meta_len = len32(abi::FUNC_ARTIFACT_CREATE, meta.len())?;
+    let data_len = len32(abi::FUNC_ARTIFACT_CREATE, data.len())?;
     let mut id = [0u8; 36];
     // SAFETY: the host reads the two ranges and writes at most 36 bytes at id.
     let code = unsafe {
@@ -181,54 +183,56 @@ pub(crate) fn artifact_create(meta: &[u8], data: &[u8]) -> Result<String, Error>
             id.as_mut_ptr(),
         )
     };
-    status("artifact_create", code)?;
+    status(abi::FUNC_ARTIFACT_CREATE, code)?;
     Ok(String::from_utf8_lossy(&id).into_owned())
 }
 
 pub(crate) fn workspace_read(path: &str) -> Result<Vec<u8>, Error> {
-    let path_len = len32("workspace_read", path.len())?;
+    let path_len = len32(abi::FUNC_WORKSPACE_READ, path.len())?;
     // SAFETY: the host reads path and writes at most cap bytes at buf.
-    sized_read("workspace_read", |buf, cap| unsafe {
+    sized_read(abi::FUNC_WORKSPACE_READ, |buf, cap| unsafe {
         raw::host_workspace_read(path.as_ptr(), path_len, buf, cap)
     })
 }
 
 pub(crate) fn workspace_write(path: &str, data: &[u8]) -> Result<(), Error> {
-    let path_len = len32("workspace_write", path.len())?;
-    let data_len = len32("workspace_write", data.len())?;
+    let path_len = len32(abi::FUNC_WORKSPACE_WRITE, path.len())?;
+    let data_len = len32(abi::FUNC_WORKSPACE_WRITE, data.len())?;
     // SAFETY: the host only reads the two ranges.
-    status("workspace_write", unsafe {
+    status(abi::FUNC_WORKSPACE_WRITE, unsafe {
         raw::host_workspace_write(path.as_ptr(), path_len, data.as_ptr(), data_len)
     })
 }
 
 pub(crate) fn workspace_list(prefix: &str) -> Result<Vec<u8>, Error> {
-    let prefix_len = len32("workspace_list", prefix.len())?;
+    let prefix_len = len32(abi::FUNC_WORKSPACE_LIST, prefix.len())?;
     // SAFETY: the host reads prefix and writes at most cap bytes at buf.
-    sized_read("workspace_list", |buf, cap| unsafe {
+    sized_read(abi::FUNC_WORKSPACE_LIST, |buf, cap| unsafe {
         raw::host_workspace_list(prefix.as_ptr(), prefix_len, buf, cap)
     })
 }
 
 pub(crate) fn workspace_stat(path: &str) -> Result<Vec<u8>, Error> {
-    let path_len = len32("workspace_stat", path.len())?;
+    let path_len = len32(abi::FUNC_WORKSPACE_STAT, path.len())?;
     // SAFETY: the host reads path and writes at most cap bytes at buf.
-    sized_read("workspace_stat", |buf, cap| unsafe {
+    sized_read(abi::FUNC_WORKSPACE_STAT, |buf, cap| unsafe {
         raw::host_workspace_stat(path.as_ptr(), path_len, buf, cap)
     })
 }
 
 pub(crate) fn workspace_delete(path: &str) -> Result<(), Error> {
-    let path_len = len32("workspace_delete", path.len())?;
+    let path_len = len32(abi::FUNC_WORKSPACE_DELETE, path.len())?;
     // SAFETY: the host only reads path.
-    status("workspace_delete", unsafe {
+    status(abi::FUNC_WORKSPACE_DELETE, unsafe {
         raw::host_workspace_delete(path.as_ptr(), path_len)
     })
 }
 
 pub(crate) fn config() -> Result<Vec<u8>, Error> {
     // SAFETY: the host writes at most cap bytes at buf.
-    sized_read("config", |buf, cap| unsafe { raw::host_config(buf, cap) })
+    sized_read(abi::FUNC_CONFIG, |buf, cap| unsafe {
+        raw::host_config(buf, cap)
+    })
 }
 
 /// Decodes a host function's JSON answer.

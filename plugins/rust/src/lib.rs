@@ -63,7 +63,10 @@
 //! From a handler, the plugin can [`log()`], [`create_artifact`] and
 //! [`publish_file`], use its task's [`workspace`] and read its [`config()`].
 //! Messages are JSON; [`json`] is the kit's own small JSON module, with
-//! [`json::Value`] for free-form fields such as `additional_input`.
+//! [`json::Value`] for free-form fields such as `additional_input`. The kit
+//! has no dependencies (serde_json would add about 100 KB to every plugin);
+//! a plugin that wants serde for its own types adds it and decodes
+//! `value.to_json()`.
 //!
 //! # What a call is
 //!
@@ -101,6 +104,9 @@ pub mod abi;
 pub mod exports;
 pub mod json;
 pub mod workspace;
+
+#[cfg(test)]
+mod golden_tests;
 
 pub use agent::{Artifact, PlannedStep, Request, Step, StepResult, Task};
 pub use artifact::{create_artifact, publish_file};

@@ -20,6 +20,7 @@
 //! }
 //! ```
 
+use crate::abi;
 use crate::error::Error;
 use crate::host;
 use crate::json::Value;
@@ -65,7 +66,7 @@ pub fn write(path: &str, data: &[u8]) -> Result<(), Error> {
 /// directory: `"out"` matches `out/a` and `outline.md`; `""` lists all), in
 /// path order.
 pub fn list(prefix: &str) -> Result<Vec<FileInfo>, Error> {
-    let v = host::decode("workspace_list", &host::workspace_list(prefix)?)?;
+    let v = host::decode(abi::FUNC_WORKSPACE_LIST, &host::workspace_list(prefix)?)?;
     match v {
         Value::Array(items) => Ok(items.iter().map(FileInfo::from_message).collect()),
         _ => Err(Error::new(
@@ -76,7 +77,7 @@ pub fn list(prefix: &str) -> Result<Vec<FileInfo>, Error> {
 
 /// Describes one file.
 pub fn stat(path: &str) -> Result<FileInfo, Error> {
-    let v = host::decode("workspace_stat", &host::workspace_stat(path)?)?;
+    let v = host::decode(abi::FUNC_WORKSPACE_STAT, &host::workspace_stat(path)?)?;
     Ok(FileInfo::from_message(&v))
 }
 

@@ -21,6 +21,10 @@ pub(crate) struct State {
     pub artifacts: Vec<(String, Vec<u8>)>,
     pub files: BTreeMap<String, Vec<u8>>,
     pub config: String,
+    /// What workspace_stat and workspace_list answer when set, instead of
+    /// describing `files`.
+    pub stat_answer: Option<String>,
+    pub list_answer: Option<String>,
     pub last_error: String,
     /// Calls of input, to check the sized-read protocol.
     pub input_calls: usize,
@@ -237,6 +241,9 @@ pub unsafe fn host_workspace_list(
             Ok(p) => p,
             Err(code) => return code,
         };
+        if let Some(answer) = &s.list_answer {
+            return copy_out(answer.as_bytes(), buf, cap);
+        }
         let list: Vec<Value> = s
             .files
             .iter()
@@ -255,6 +262,9 @@ pub unsafe fn host_workspace_stat(path: *const u8, path_len: i32, buf: *mut u8, 
         };
         if let Err(code) = check_path(s, path) {
             return code;
+        }
+        if let Some(answer) = &s.stat_answer {
+            return copy_out(answer.as_bytes(), buf, cap);
         }
         let info = match s.files.get(path) {
             Some(data) => file_info(path, data).to_json(),
