@@ -70,6 +70,9 @@ func (s *fakeStore) record(artifacts []protocol.Artifact) {
 }
 
 func (s *fakeStore) CreateTask(ctx context.Context, t *protocol.Task, planned []protocol.Step, artifacts []protocol.Artifact) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // as SaveStep
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.takeFailure(); err != nil {
@@ -203,6 +206,9 @@ func (s *fakeStore) StepLogs(ctx context.Context, taskID, stepID string) ([]prot
 }
 
 func (s *fakeStore) AddArtifacts(ctx context.Context, taskID string, artifacts []protocol.Artifact, log protocol.TaskLog, pluginTime time.Duration) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // as SaveStep
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(artifacts) > 0 {
@@ -421,6 +427,9 @@ func (w *fakeWorkspace) StageArtifact(ctx context.Context, name, artifactID stri
 }
 
 func (w *fakeWorkspace) RemoveAll(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // a store may stop at a cancelled context, removing nothing
+	}
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	delete(w.s.files, w.taskID)

@@ -55,6 +55,13 @@ func (l *Limiter) acquire(ctx context.Context) (func(), error) {
 
 func (l *Limiter) release() { <-l.slots }
 
+// Load reports how many calls hold an instance slot and how many wait for
+// one, at this moment (a call refused for a full queue is counted as
+// waiting for an instant). Tests synchronise on it.
+func (l *Limiter) Load() (running, waiting int) {
+	return len(l.slots), int(l.waiting.Load())
+}
+
 func (l *Limiter) busy() error {
 	return &protocol.Error{
 		Code: protocol.EUNAVAILABLE,

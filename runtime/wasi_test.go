@@ -381,7 +381,7 @@ func TestPollOneoffStopsSleepingAtDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	errno := p.pollSubs(t, ctx, clockSub(1, clockMonotonic, time.Hour, 0))
-	if elapsed := time.Since(start); elapsed > 2*time.Second {
+	if elapsed := time.Since(start); elapsed > time.Minute { // an hour, were the deadline ignored
 		t.Errorf("a 1h sleep under a 100ms deadline took %s", elapsed)
 	}
 	if errno != errnoIntr || ctx.Err() == nil {
@@ -427,16 +427,12 @@ func TestPollOneoffStopsSleepingOnCancel(t *testing.T) {
 		t.Fatal("poll_oneoff never waited on the context")
 	}
 	cancel()
-	cancelled := time.Now()
 	select {
 	case r := <-done:
 		if r.err != nil || r.errno != errnoIntr {
 			t.Errorf("errno %d, err %v; want EINTR (%d)", r.errno, r.err, errnoIntr)
 		}
-		if elapsed := time.Since(cancelled); elapsed > 2*time.Second {
-			t.Errorf("returned %s after cancel", elapsed)
-		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // an hour, were the cancel ignored
 		t.Fatal("cancelling the context did not end a 1h sleep")
 	}
 }
@@ -580,7 +576,7 @@ func TestWASIServesGoGuestSleep(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
 			t.Errorf("a 1h sleep under a 200ms deadline: err %v, want exit code %d", err, sys.ExitCodeDeadlineExceeded)
 		}
-		if elapsed > 2*time.Second {
+		if elapsed > time.Minute { // an hour, were the deadline ignored
 			t.Errorf("a 1h sleep under a 200ms deadline took %s", elapsed)
 		}
 	})

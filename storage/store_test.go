@@ -519,32 +519,83 @@ func TestWorkspaceRefusesToFollowLinks(t *testing.T) {
 func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
 	s := mustOpen(t, "")
 	ctx := context.Background()
-	const n = 200
-	errs := make([]error, n)
-	ids := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids[i] = uuid.NewString()
-			task := &protocol.Task{TaskID: ids[i], AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
-			var planned []protocol.Step
-			if i%10 == 0 {
-				// Two planned steps with one id: the second insert fails
-				// after the task's row was written.
-				dup := uuid.NewString()
-				for range 2 {
-					planned = append(planned, protocol.Step{TaskID: ids[i], StepID: dup, Status: protocol.StatusCreated,
-						AdditionalInput: []byte("{}"), CreatedAt: time.Now()})
-				}
-			}
-			errs[i] = s.CreateTask(ctx, task, planned, nil)
-		}()
+	// createAll asks for the tasks' writes at once, each on a goroutine
+	// of its own; wait returns what each returned.
+	createAll := func(tasks []*protocol.Task, planned func(i int) []protocol.Step) (wait func() []error) {
+		errs := make([]error, len(tasks))
+		var wg sync.WaitGroup
+		for i, task := range tasks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.CreateTask(ctx, task, planned(i), nil)
+			}()
+		}
+		return func() []error { wg.Wait(); return errs }
 	}
-	wg.Wait()
-	for i := range n {
-		_, err := s.GetTask(ctx, ids[i])
+	newTasks := func(n int) []*protocol.Task {
+		tasks := make([]*protocol.Task, n)
+		for i := range tasks {
+			tasks[i] = &protocol.Task{TaskID: uuid.NewString(), AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
+		}
+		return tasks
+	}
+	none := func(int) []protocol.Step { return nil }
+
+	// Writes that wait for the writer together commit in one transaction
+	// (one fsync): a write queued behind them, run in the same transaction,
+	// sees none of them committed by another connection yet.
+	const together = 100
+	release, _ := holdWriter(t, s, nil)
+	tasks := newTasks(together)
+	wait := createAll(tasks, none)
+	waitQueuedWrites(t, s, together)
+	committedSeen := -1
+	probe := make(chan error, 1)
+	go func() {
+		probe <- s.inTx(ctx, 1, func(db) error {
+			return s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks`, nil, &committedSeen)
+		})
+	}()
+	waitQueuedWrites(t, s, together+1)
+	release()
+	if err := <-probe; err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range wait() {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if committedSeen != 0 {
+		t.Errorf("%d writes queued together were committed before the last of them ran: they were not committed in one transaction", committedSeen)
+	}
+
+	// A write that fails in such a transaction fails alone: the others are
+	// committed without it.
+	const n = 200
+	release, _ = holdWriter(t, s, nil)
+	tasks = newTasks(n)
+	failing := func(i int) []protocol.Step {
+		if i%10 != 0 {
+			return nil
+		}
+		// Two planned steps with one id: the second insert fails after
+		// the task's row was written.
+		dup := uuid.NewString()
+		var planned []protocol.Step
+		for range 2 {
+			planned = append(planned, protocol.Step{TaskID: tasks[i].TaskID, StepID: dup, Status: protocol.StatusCreated,
+				AdditionalInput: []byte("{}"), CreatedAt: time.Now()})
+		}
+		return planned
+	}
+	wait = createAll(tasks, failing)
+	waitQueuedWrites(t, s, n)
+	release()
+	errs := wait()
+	for i, task := range tasks {
+		_, err := s.GetTask(ctx, task.TaskID)
 		if i%10 == 0 {
 			if errs[i] == nil || protocol.ErrorCode(err) != protocol.ENOTFOUND {
 				t.Errorf("write %d should have failed alone: create %v, then get %v", i, errs[i], err)
@@ -556,8 +607,8 @@ func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
 		}
 	}
 	_, total, err := s.ListTasks(ctx, protocol.Page{Number: 1, Size: 10})
-	if err != nil || total != n-n/10 {
-		t.Errorf("%d tasks recorded (%v), want %d", total, err, n-n/10)
+	if want := together + n - n/10; err != nil || total != want {
+		t.Errorf("%d tasks recorded (%v), want %d", total, err, want)
 	}
 }
 

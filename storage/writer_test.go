@@ -33,6 +33,45 @@ func count(t *testing.T, s *Store, table string) int {
 	return n
 }
 
+// holdWriter starts a write that holds the writer until release is
+// called, then runs then (if not nil) in its transaction; the write's
+// result arrives on done. Writes asked for meanwhile queue behind it.
+func holdWriter(t *testing.T, s *Store, then func(db) error) (release func(), done <-chan error) {
+	t.Helper()
+	running, hold := make(chan struct{}), make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		result <- s.inTx(context.Background(), 1, func(w db) error {
+			close(running)
+			<-hold
+			if then != nil {
+				return then(w)
+			}
+			return nil
+		})
+	}()
+	<-running
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return release, result
+}
+
+// waitQueuedWrites waits until n writes wait in the writer's queue.
+func waitQueuedWrites(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(s.writes) < n {
+		if len(s.writes) == cap(s.writes) {
+			t.Fatalf("the writer's queue is full at %d writes: %d writes cannot wait there to be committed together", cap(s.writes), n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes wait for the writer, want %d", len(s.writes), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestACommitRefusedByAConstraintIsRolledBackAndTheWriterGoesOn(t *testing.T) {
 	s := mustOpen(t, "")
 	ctx := context.Background()
@@ -95,18 +134,11 @@ func TestWritesQueuedWhenTheStoreClosesFailInsteadOfHanging(t *testing.T) {
 	s := mustOpen(t, dir)
 	ctx := context.Background()
 	// A write in progress holds the writer while others queue behind it.
-	running, release := make(chan struct{}), make(chan struct{})
 	first := uuid.NewString()
-	firstErr := make(chan error, 1)
-	go func() {
-		firstErr <- s.inTx(ctx, 1, func(w db) error {
-			close(running)
-			<-release
-			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, first)
-			return err
-		})
-	}()
-	<-running
+	release, firstErr := holdWriter(t, s, func(w db) error {
+		_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, first)
+		return err
+	})
 	const n = 50
 	ids := make([]string, n)
 	errs := make(chan error, n)
@@ -116,13 +148,11 @@ func TestWritesQueuedWhenTheStoreClosesFailInsteadOfHanging(t *testing.T) {
 			errs <- s.CreateTask(ctx, &protocol.Task{TaskID: ids[i], AdditionalInput: []byte("{}"), CreatedAt: time.Now()}, nil, nil)
 		}()
 	}
-	for len(s.writes) < n {
-		time.Sleep(time.Millisecond)
-	}
+	waitQueuedWrites(t, s, n)
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
 	<-s.quit
-	close(release)
+	release()
 
 	deadline := time.After(20 * time.Second)
 	for range n {
@@ -153,13 +183,7 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 	s := mustOpen(t, "")
 	ctx := context.Background()
 	// A write in progress holds the writer while others queue behind it.
-	running, release := make(chan struct{}), make(chan struct{})
-	go s.inTx(ctx, 1, func(w db) error {
-		close(running)
-		<-release
-		return nil
-	})
-	<-running
+	release, _ := holdWriter(t, s, nil)
 	heavy := uuid.NewString()
 	results := make(chan error, 11)
 	go func() {
@@ -168,9 +192,7 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 			return err
 		})
 	}()
-	for len(s.writes) < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitQueuedWrites(t, s, 1)
 	// Writes queued after it see it committed: they run in a transaction
 	// of their own, not in the heavy write's.
 	var mu sync.Mutex
@@ -189,10 +211,8 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 			})
 		}()
 	}
-	for len(s.writes) < 11 {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
+	waitQueuedWrites(t, s, 11)
+	release()
 	for range 11 {
 		if err := <-results; err != nil {
 			t.Error(err)

@@ -148,9 +148,9 @@ func TestAnArtifactHandlerCannotMakeTheDataDirectoryUnstartable(t *testing.T) {
 		t.Fatal(got)
 	}
 	hung := make(chan struct{})
+	ct, body := multipartBody(t, part{name: "relative_path", value: "h"}, part{name: "file", fileName: "block-dir-hang.txt", value: "new"})
 	go func() {
 		defer close(hung)
-		ct, body := multipartBody(t, part{name: "relative_path", value: "h"}, part{name: "file", fileName: "block-dir-hang.txt", value: "new"})
 		tryRequest(http.DefaultClient, p.url, "POST", "/ap/v1/agent/tasks/"+task+"/artifacts", ct, body)
 	}()
 	blocked := filepath.Join(data, "workspaces", task, "files", "h", "block-dir-hang.txt", "x", "f")

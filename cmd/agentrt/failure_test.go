@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -109,22 +110,23 @@ func TestLogOverItsLimitIsTruncatedNotFatal(t *testing.T) {
 }
 
 func TestAStuckTaskDoesNotBlockOthers(t *testing.T) {
-	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"), func(c *runConfig) { c.callTimeout = 5 * time.Second })
+	// The stuck step runs until the plugin is closed: no timeout ends it
+	// before the other task is served, however slow the machine.
+	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"), func(c *runConfig) { c.callTimeout = 10 * time.Minute })
 	stuck := ts.createTask(`{}`)
-	stuckDone := make(chan struct{})
-	go func() {
-		defer close(stuckDone)
-		ts.do("POST", "/ap/v1/agent/tasks/"+stuck.TaskID+"/steps", "", `{"input":"loop"}`).wantError(t, 504, "time limit")
-	}()
+	stuckStep := ts.start("POST", "/ap/v1/agent/tasks/"+stuck.TaskID+"/steps", "", `{"input":"loop"}`)
+	ts.waitLimiter("the stuck step to run", 1, 0, stuckStep)
 	// While the stuck step runs, another task is served in full.
 	other := ts.createTask(`{}`)
 	for range 5 {
 		ts.step(other.TaskID, `{"input":"served"}`)
 	}
-	select {
-	case <-stuckDone:
-		t.Error("the stuck step ended before the other task was served; the test proves nothing")
-	default:
+	if stuckStep.answered() {
+		res := stuckStep.wait()
+		t.Fatalf("the stuck step ended before the other task was served: %d %s", res.status, res.body)
 	}
-	<-stuckDone
+	if err := ts.srv.plugin.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stuckStep.wait().wantError(t, 503, "shutting down")
 }

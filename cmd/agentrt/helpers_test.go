@@ -241,23 +241,96 @@ func (ts *testServer) do(method, path, contentType, body string) *response {
 
 func doRequest(t testing.TB, base, method, path, contentType string, body io.Reader) *response {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, body)
+	res, err := sendRequest(base, method, path, contentType, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return res
+}
+
+// sendRequest is doRequest for any goroutine: it returns its failure.
+func sendRequest(base, method, path, contentType string, body io.Reader) (*response, error) {
+	req, err := http.NewRequest(method, base+path, body)
+	if err != nil {
+		return nil, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
+		return nil, fmt.Errorf("%s %s: read body: %w", method, path, err)
 	}
-	return &response{status: res.StatusCode, header: res.Header, body: b}
+	return &response{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+// pendingRequest is a request sent on another goroutine, as another client
+// would send it, while the test goes on.
+type pendingRequest struct {
+	t    testing.TB
+	done chan struct{} // closed when res or err is set
+	res  *response
+	err  error
+}
+
+// start sends a request on another goroutine; wait returns its response.
+func (ts *testServer) start(method, path, contentType, body string) *pendingRequest {
+	p := &pendingRequest{t: ts.t, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.res, p.err = sendRequest(ts.URL, method, path, contentType, strings.NewReader(body))
+	}()
+	return p
+}
+
+// answered reports whether the response has arrived, without waiting.
+func (p *pendingRequest) answered() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the response; a request that failed fails the test. Call
+// it from the test's goroutine.
+func (p *pendingRequest) wait() *response {
+	p.t.Helper()
+	<-p.done
+	if p.err != nil {
+		p.t.Fatal(p.err)
+	}
+	return p.res
+}
+
+// waitLimiter waits until running calls hold plugin instances and waiting
+// calls wait for one, failing the test if one of the requests meant to be
+// running or waiting is answered first.
+func (ts *testServer) waitLimiter(what string, running, waiting int, requests ...*pendingRequest) {
+	ts.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, w := ts.srv.limiter.Load()
+		if r == running && w == waiting {
+			return
+		}
+		for _, p := range requests {
+			if p.answered() {
+				res := p.wait()
+				ts.t.Fatalf("waiting for %s: a request was answered first: %d %s", what, res.status, res.body)
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("waiting for %s: %d calls run and %d wait, want %d and %d", what, r, w, running, waiting)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // want fails the test unless the response has the status.
@@ -338,6 +411,20 @@ func meanwhile(t testing.TB, request func() error) (stop func() (calls int, slow
 	}
 }
 
+// eventually polls cond until it holds, failing the test after within:
+// how a test waits for an event it cannot be told of. within bounds a
+// wait for something that happens in far less time; it is not a measure.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // part is one part of a multipart body.
 type part struct {
 	name, fileName, value string
@@ -348,6 +435,15 @@ type part struct {
 // multipartBody builds a multipart/form-data body.
 func multipartBody(t testing.TB, parts ...part) (string, *bytes.Buffer) {
 	t.Helper()
+	ct, body, err := buildMultipart(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct, body
+}
+
+// buildMultipart is multipartBody for any goroutine: it returns its failure.
+func buildMultipart(parts ...part) (string, *bytes.Buffer, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	for _, p := range parts {
@@ -363,12 +459,14 @@ func multipartBody(t testing.TB, parts ...part) (string, *bytes.Buffer) {
 		}
 		pw, err := w.CreatePart(h)
 		if err != nil {
-			t.Fatal(err)
+			return "", nil, err
 		}
 		pw.Write([]byte(p.value))
 	}
-	w.Close()
-	return w.FormDataContentType(), &buf
+	if err := w.Close(); err != nil {
+		return "", nil, err
+	}
+	return w.FormDataContentType(), &buf, nil
 }
 
 // upload sends a multipart upload to a task.

@@ -31,6 +31,10 @@ type attack struct {
 	altCause  string
 }
 
+// timedCallTimeout is the call timeout of the attacks that may end by
+// time (a 504); their causes name it.
+const timedCallTimeout = 5 * time.Second
+
 // heapInUse is the server's (this process's) heap after a full collection.
 func heapInUse() uint64 {
 	runtime.GC()
@@ -74,11 +78,31 @@ func listing(t *testing.T, dir string, skip string) string {
 	return strings.Join(out, "\n")
 }
 
+// runHostileSuite runs the attacks against plugin served by one server
+// for the attacks that may end by time and another for the rest: an
+// attack that must end its own way (a trap, a limit) runs under a call
+// timeout it never reaches, so that however slow the machine, time does
+// not end it first.
 func runHostileSuite(t *testing.T, plugin, benign string, attacks []attack, opts ...func(*runConfig)) {
+	var timed, others []attack
+	for _, a := range attacks {
+		if a.status == 504 || a.altStatus == 504 {
+			timed = append(timed, a)
+		} else {
+			others = append(others, a)
+		}
+	}
+	if len(timed) > 0 {
+		runAttacks(t, plugin, benign, timed, timedCallTimeout, opts...)
+	}
+	if len(others) > 0 {
+		runAttacks(t, plugin, benign, others, 5*time.Minute, opts...)
+	}
+}
+
+func runAttacks(t *testing.T, plugin, benign string, attacks []attack, callTimeout time.Duration, opts ...func(*runConfig)) {
 	opts = append([]func(*runConfig){func(c *runConfig) {
-		// Long enough for the attacks that must end otherwise to do so
-		// on a loaded machine (under the race detector, say).
-		c.callTimeout = 5 * time.Second
+		c.callTimeout = callTimeout
 		c.memoryLimit = 64 << 20
 		// The bystander steps as fast as it can through every attack: a
 		// small plugin takes tens of thousands of steps in a minute.
@@ -163,6 +187,9 @@ func runHostileSuite(t *testing.T, plugin, benign string, attacks []attack, opts
 	if _, err := os.Stat("/tmp/agentrt-pwned"); err == nil {
 		t.Error("a plugin wrote /tmp/agentrt-pwned")
 	}
+	// Stopped, its data directory changes no more: it is outside the
+	// next server's.
+	ts.stop()
 }
 
 func TestHostileWasmPlugin(t *testing.T) {
@@ -265,38 +292,51 @@ func TestClocksAndRandomAreReal(t *testing.T) {
 }
 
 func TestExcessCallsWaitInABoundedQueueThenGet503(t *testing.T) {
+	const callTimeout = 5 * time.Second
 	ts := serve(t, goPlugin(t, "testdata/plugins/hostile"), func(c *runConfig) {
-		c.callTimeout = 3 * time.Second
-		c.maxInstances, c.maxQueue, c.queueWait = 1, 1, time.Second
+		// The first call holds the only instance until its timeout; a call
+		// may wait for the instance longer than that.
+		c.callTimeout = callTimeout
+		c.maxInstances, c.maxQueue, c.queueWait = 1, 1, time.Minute
 	})
 	busy := ts.createTask(`{}`)
 	other := ts.createTask(`{}`)
 	third := ts.createTask(`{}`)
-	done := make(chan *response)
-	go func() { done <- ts.do("POST", "/ap/v1/agent/tasks/"+busy.TaskID+"/steps", "", `{"input":"loop"}`) }()
-	time.Sleep(500 * time.Millisecond) // the loop holds the only instance
+	stepsOf := func(task string) string { return "/ap/v1/agent/tasks/" + task + "/steps" }
 
-	// One call may wait; it gives up after the queue wait.
-	waiting := make(chan *response)
-	go func() { waiting <- ts.do("POST", "/ap/v1/agent/tasks/"+other.TaskID+"/steps", "", `{"input":"hi"}`) }()
-	time.Sleep(300 * time.Millisecond)
-	// The queue is full: a further call is refused at once.
-	full := ts.do("POST", "/ap/v1/agent/tasks/"+third.TaskID+"/steps", "", `{"input":"hi"}`)
+	holder := ts.start("POST", stepsOf(busy.TaskID), "", `{"input":"sleep"}`)
+	ts.waitLimiter("the first call to hold the only instance", 1, 0, holder)
+	waiter := ts.start("POST", stepsOf(other.TaskID), "", `{"input":"hi"}`)
+	ts.waitLimiter("a second call to wait for the instance", 1, 1, holder, waiter)
+
+	// The instance and the queue are full: a further call is refused at
+	// once (it would wait for the instance otherwise), and told when to
+	// retry.
+	full := ts.do("POST", stepsOf(third.TaskID), "", `{"input":"hi"}`)
+	if full.status != 503 && holder.answered() {
+		t.Fatalf("a call past a full queue was answered %d only once the call holding the instance had ended (its timeout is %v): "+
+			"it waited instead of being refused (or this machine took that long to send it)", full.status, callTimeout)
+	}
 	full.wantError(t, 503, "the agent is busy")
 	if full.header.Get("Retry-After") != "1" {
 		t.Errorf("Retry-After = %q", full.header.Get("Retry-After"))
 	}
-	res := <-waiting
-	res.wantError(t, 503, "the agent is busy")
-	(<-done).wantError(t, 504, "time limit")
 
-	// Refused calls recorded no step; once the instance is free, calls run.
+	// When the first call gives the instance back, the waiting call runs.
+	holder.wait().wantError(t, 504, "time limit")
+	var st struct{ Output string }
+	waiter.wait().want(t, 200).decode(t, &st)
+	if st.Output != "hi" {
+		t.Errorf("the call that waited answered %q, want hi", st.Output)
+	}
+
+	// The refused call recorded no step; once the instance is free, calls run.
 	var steps struct{ Steps []any }
-	ts.do("GET", "/ap/v1/agent/tasks/"+other.TaskID+"/steps", "", "").want(t, 200).decode(t, &steps)
+	ts.do("GET", stepsOf(third.TaskID), "", "").want(t, 200).decode(t, &steps)
 	if len(steps.Steps) != 0 {
 		t.Errorf("a refused call left steps: %v", steps.Steps)
 	}
-	ts.step(other.TaskID, `{"input":"hi"}`)
+	ts.step(third.TaskID, `{"input":"hi"}`)
 }
 
 func TestATaskThatUsedUpItsTimeBudgetIsRefused(t *testing.T) {
@@ -319,25 +359,30 @@ func TestATaskThatUsedUpItsTimeBudgetIsRefused(t *testing.T) {
 }
 
 func TestClosingThePluginStopsCallsInFlightSafely(t *testing.T) {
-	ts := serve(t, watPlugin(t, "hostile"), func(c *runConfig) { c.callTimeout = 20 * time.Second })
 	const n = 6
-	results := make(chan *response, n)
+	const callTimeout = 2 * time.Minute // what closing would take, were calls not stopped
+	ts := serve(t, watPlugin(t, "hostile"), func(c *runConfig) {
+		c.callTimeout = callTimeout
+		c.maxInstances = n
+	})
+	var calls []*pendingRequest
 	var tasks []string
 	for range n {
 		task := ts.createTask(`{}`).TaskID
 		tasks = append(tasks, task)
-		go func() { results <- ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"!m"}`) }()
+		calls = append(calls, ts.start("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"!m"}`))
 	}
-	time.Sleep(500 * time.Millisecond) // the plugin scribbles on its memory
+	// Each call has its instance, where the plugin scribbles on its memory.
+	ts.waitLimiter("every call to run", n, 0, calls...)
 	start := time.Now()
 	if err := ts.srv.plugin.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > callTimeout/2 {
 		t.Errorf("closing took %v: calls in flight were not stopped", d)
 	}
-	for range n {
-		(<-results).wantError(t, 503, "shutting down")
+	for _, c := range calls {
+		c.wait().wantError(t, 503, "shutting down")
 	}
 	// Nothing was recorded for the stopped calls, and calls after the
 	// close are refused the same way.

@@ -397,7 +397,10 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 
 				content := make([]byte, 64<<10)
 				rand.Read(content)
-				ct, mp := multipartBody(t, part{name: "file", fileName: "up.bin", value: string(content)})
+				ct, mp, err := buildMultipart(part{name: "file", fileName: "up.bin", value: string(content)})
+				if err != nil {
+					return
+				}
 				code, body, err = tryRequest(client, p.url, "POST", prefix+"/artifacts", ct, mp)
 				if err != nil || code != 200 {
 					return
@@ -410,7 +413,14 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// The workers write on until the kill; it comes once they have had a
+	// good number of writes acknowledged.
+	const enough = 40
+	eventually(t, time.Minute, fmt.Sprintf("%d acknowledged writes", enough), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) >= enough
+	})
 
 	// An upload cut off by the crash: its bytes are being staged when the
 	// process dies.
@@ -427,14 +437,20 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	fmt.Fprintf(conn, "POST /ap/v1/agent/tasks/%s/artifacts HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
 		victim.TaskID, ct, mp.Len())
 	conn.Write(mp.Bytes()[:mp.Len()/2])
-	time.Sleep(300 * time.Millisecond)
+	// The workers' uploads are 64 KiB: a staged file past 1 MiB is this one.
+	eventually(t, time.Minute, "the cut-off upload's bytes being staged", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(data, "staging"))
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && fi.Size() >= 1<<20 {
+				return true
+			}
+		}
+		return false
+	})
 
 	p.kill()
 	close(stop)
 	wg.Wait()
-	if len(acks) < 10 {
-		t.Fatalf("only %d writes were acknowledged before the kill; the test proves little", len(acks))
-	}
 
 	p = startProcess(t, plugin, data)
 	for _, a := range acks {

@@ -279,6 +279,8 @@ type server struct {
 	plugin  *runtime.Plugin
 	agent   *protocol.Agent
 	handler http.Handler
+	// limiter is the plugin's; tests watch its queue.
+	limiter *runtime.Limiter
 }
 
 // open wires a server from cfg. It fails, with one line that says what is
@@ -298,13 +300,14 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	if cacheDir == "" {
 		cacheDir = filepath.Join(cfg.dataDir, "cache")
 	}
+	limiter := runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait)
 	plugin, err := runtime.Load(ctx, cfg.plugin, runtime.Config{
 		CacheDir:         cacheDir,
 		MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
 		MaxTableEntries:  uint32(cfg.maxTableEntries),
 		MaxPluginBytes:   int64(cfg.maxPluginSize),
 		CallTimeout:      cfg.callTimeout,
-		Limiter:          runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait),
+		Limiter:          limiter,
 		HostModules: []runtime.HostModule{{
 			Name: abi.ImportModule,
 			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
@@ -320,9 +323,10 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		Limits: cfg.limits, PluginConfig: cfg.pluginConfig, Log: log,
 	})
 	return &server{
-		store:  store,
-		plugin: plugin,
-		agent:  agent,
+		store:   store,
+		plugin:  plugin,
+		agent:   agent,
+		limiter: limiter,
 		handler: httpapi.NewServer(agent, httpapi.ServerConfig{
 			MaxBodyBytes:        int64(cfg.maxBody),
 			BodyTimeout:         cfg.bodyTimeout,
