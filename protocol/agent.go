@@ -1,17 +1,13 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // AgentConfig configures an Agent.
@@ -92,87 +88,4 @@ func handlerError(h Handler, err error) *Error {
 		return &Error{Code: e.Code, Message: fmt.Sprintf("%s handler failed: %s", h, cutText(e.Message, maxPluginText))}
 	}
 	return e
-}
-
-// newID returns a new task, step or artifact id: a UUIDv7, whose first 48
-// bits are the Unix time in milliseconds and whose other bits are random
-// (62 bits) or a counter that keeps ids made in one millisecond in order.
-// Time-ordered ids land at the end of the id indexes instead of on a
-// random page, so a commit of many new rows writes a few pages rather than
-// one per row: a quarter more tasks created per second, measured.
-func newID() string {
-	return uuid.Must(uuid.NewV7()).String()
-}
-
-// checkID accepts a canonical UUID, in either case, and lowercases it; any
-// other id names nothing (ENOTFOUND).
-func checkID(kind string, id *string) error {
-	u, err := uuid.Parse(*id)
-	if err != nil || len(*id) != 36 {
-		return notFound(kind, *id)
-	}
-	*id = u.String()
-	return nil
-}
-
-// ObjectOrEmpty checks that v is absent, null or a JSON object, and returns
-// it with absent and null as {}.
-func ObjectOrEmpty(field string, v json.RawMessage) (json.RawMessage, error) {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
-		return json.RawMessage("{}"), nil
-	}
-	if !isObject(v) {
-		return nil, Errorf(EUNPROCESSABLE, "%s must be a JSON object", field)
-	}
-	return v, nil
-}
-
-func isObject(v json.RawMessage) bool {
-	v = bytes.TrimSpace(v)
-	return len(v) > 0 && v[0] == '{' && json.Valid(v)
-}
-
-// taskLocks serialises work on one task while leaving other tasks free.
-type taskLocks struct {
-	mu sync.Mutex
-	m  map[string]*taskLock
-	// waiting, when set, is told of a lock about to wait for its task's
-	// holder: tests synchronise on it.
-	waiting func(taskID string)
-}
-
-type taskLock struct {
-	sync.Mutex
-	refs int
-}
-
-// lock locks the task and returns its unlock function.
-func (l *taskLocks) lock(taskID string) func() {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*taskLock)
-	}
-	tl := l.m[taskID]
-	if tl == nil {
-		tl = &taskLock{}
-		l.m[taskID] = tl
-	}
-	tl.refs++
-	l.mu.Unlock()
-
-	if !tl.TryLock() {
-		if l.waiting != nil {
-			l.waiting(taskID)
-		}
-		tl.Lock()
-	}
-	return func() {
-		tl.Unlock()
-		l.mu.Lock()
-		if tl.refs--; tl.refs == 0 {
-			delete(l.m, taskID)
-		}
-		l.mu.Unlock()
-	}
 }

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"unicode"
 	"unicode/utf16"
@@ -395,4 +397,22 @@ func malformedJSON(b []byte, i int, expected string) error {
 		e.found = r
 	}
 	return e
+}
+
+// ObjectOrEmpty checks that v is absent, null or a JSON object, and returns
+// it with absent and null as {}.
+func ObjectOrEmpty(field string, v json.RawMessage) (json.RawMessage, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || bytes.Equal(v, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if !isObject(v) {
+		return nil, Errorf(EUNPROCESSABLE, "%s must be a JSON object", field)
+	}
+	return v, nil
+}
+
+func isObject(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && v[0] == '{' && json.Valid(v)
 }
