@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Runs the Agent Protocol's official compliance suite (a Postman collection,
-# run with newman) against a real agentrt serving PLUGIN on a free port with
-# a fresh data directory.
+# Checks a real agentrt serving PLUGIN, on a free port with a fresh data
+# directory, against the Agent Protocol: "agentrt check" (every check,
+# spec and strict), then, when COLLECTION is given, the protocol's official
+# compliance suite (a Postman collection, run with newman) against the same
+# server.
 #
-#   scripts/conformance.sh AGENTRT PLUGIN COLLECTION
+#   scripts/conformance.sh AGENTRT PLUGIN [COLLECTION]
 #
-# newman comes from scripts/toolchains.sh ($AGENTRT_CACHE/bin/newman).
+# newman comes from scripts/toolchains.sh ($AGENTRT_CACHE/bin/newman); it is
+# needed only with a COLLECTION.
 set -euo pipefail
 
-[ $# -eq 3 ] || { echo "usage: $0 AGENTRT PLUGIN COLLECTION" >&2; exit 2; }
-bin=$(realpath "$1") plugin=$(realpath "$2") collection=$(realpath "$3")
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 AGENTRT PLUGIN [COLLECTION]" >&2; exit 2; }
+bin=$(realpath "$1") plugin=$(realpath "$2") collection=""
+[ $# -eq 3 ] && collection=$(realpath "$3")
 cache=${AGENTRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrt}
 newman="$cache/bin/newman"
-[ -x "$newman" ] || { echo "conformance: $newman is missing; run scripts/toolchains.sh newman" >&2; exit 1; }
+if [ -n "$collection" ] && [ ! -x "$newman" ]; then
+	echo "conformance: $newman is missing; run scripts/toolchains.sh newman" >&2
+	exit 1
+fi
 
 work=$(mktemp -d)
 server=""
@@ -21,6 +28,12 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# What the server logged, when a run fails.
+failed() {
+	echo "conformance: $1 failed against $(basename "$plugin"); the server's log ends:" >&2
+	tail -n 20 "$work/server.log" >&2
+	exit 1
+}
 
 "$bin" run "$plugin" --addr 127.0.0.1:0 --data "$work/data" 2>"$work/server.log" &
 server=$!
@@ -33,8 +46,13 @@ for _ in $(seq 1 300); do
 done
 [ -n "$url" ] || { cat "$work/server.log" >&2; echo "conformance: agentrt did not start" >&2; exit 1; }
 
-# The suite uploads ./test_output.txt, as the protocol's own script sets it up.
-cd "$work"
-echo Washington >test_output.txt
-echo "conformance: running the official suite against $url ($(basename "$plugin"))"
-"$newman" run "$collection" --env-var "url=$url" --color off --disable-unicode
+echo "conformance: agentrt check $url ($(basename "$plugin"))"
+"$bin" check "$url" || failed "agentrt check"
+
+if [ -n "$collection" ]; then
+	# The suite uploads ./test_output.txt, as the protocol's own script sets it up.
+	cd "$work"
+	echo Washington >test_output.txt
+	echo "conformance: running the official suite against $url ($(basename "$plugin"))"
+	"$newman" run "$collection" --env-var "url=$url" --color off --disable-unicode || failed "the official suite"
+fi

@@ -24,13 +24,19 @@ var allowedImports = map[string][]string{
 	"protocol/httpapi": {"protocol", "github.com/julienschmidt/httprouter"},
 	// The plugin wire format: the domain's messages as the ABI's.
 	"protocol/wire": {"protocol", "plugins/abi"},
-	"storage":       {"protocol", "github.com/google/uuid", "modernc.org/sqlite"},
-	"runtime":       {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
-	"hostapi":       {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
+	// A client of any Agent Protocol server, and the conformance checks
+	// agentrt check runs against one: HTTP only, none of the server.
+	"protocol/client":      {},
+	"protocol/conformance": {},
+	"storage":              {"protocol", "github.com/google/uuid", "modernc.org/sqlite"},
+	"runtime":              {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
+	"hostapi":              {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
 	// What plugin authors import: nothing of the host.
 	"plugins/abi": {},
 	"plugins/go":  {"plugins/abi"},
-	"cmd/agentrt": {"*"},
+	// An agent's manifest, checked against its JSON Schema.
+	"plugins/manifest": {"github.com/santhosh-tekuri/jsonschema/v6"},
+	"cmd/agentrt":      {"*"},
 
 	"examples/echo/go":       {"plugins/go"},
 	"examples/planner/go":    {"plugins/go"},

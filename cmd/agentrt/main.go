@@ -2,6 +2,8 @@
 // Agent Protocol v1.
 //
 //	agentrt run PLUGIN.wasm [--addr HOST:PORT] [--data DIR] [flags]
+//	agentrt check URL [--json] [--only GROUP]
+//	agentrt client COMMAND [flags]
 //	agentrt version
 //
 // This is the only package that wires the others together.
@@ -29,10 +31,12 @@ const usage = `agentrt serves an agent, written as a WebAssembly plugin, over th
 
 Usage:
   agentrt run PLUGIN.wasm [flags]   serve the plugin's agent at http://ADDR/ap/v1
+  agentrt check URL [flags]         check any Agent Protocol server against the protocol
+  agentrt client COMMAND [flags]    talk to any Agent Protocol server: tasks, steps, artifacts
   agentrt version                   print the version
   agentrt help                      print this help
 
-Run "agentrt run --help" for the flags of run.
+Run "agentrt COMMAND --help" for the flags of a command.
 `
 
 func main() {
@@ -80,6 +84,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		return run(ctx, cfg, stderr)
+	case "check":
+		return checkCommand(ctx, args[1:], stdout, stderr)
+	case "client":
+		return clientCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "agentrt %s (plugin ABI %d, %s)\n", version, abi.Version, goruntime.Version())
 		return nil

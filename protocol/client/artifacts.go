@@ -1,0 +1,226 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"sync"
+)
+
+// Artifact is a file of a task, uploaded or created by the agent, as a
+// server reports it.
+type Artifact struct {
+	ArtifactID   string `json:"artifact_id"`
+	AgentCreated bool   `json:"agent_created"`
+	FileName     string `json:"file_name"`
+	// RelativePath is the artifact's directory in the task's workspace;
+	// nil or "" for its root.
+	RelativePath *string `json:"relative_path"`
+}
+
+// TaskArtifactsListResponse is one page of a task's artifacts.
+type TaskArtifactsListResponse struct {
+	Artifacts  []Artifact `json:"artifacts"`
+	Pagination Pagination `json:"pagination"`
+}
+
+// Progress is told how a transfer goes: the bytes moved so far, and how
+// many there are in all (-1 when unknown). It is called after each chunk,
+// on the goroutine moving the bytes, which need not be the caller's.
+type Progress func(done, total int64)
+
+// ListArtifacts returns one page of a task's artifacts (GET
+// /agent/tasks/{task_id}/artifacts).
+func (c *Client) ListArtifacts(ctx context.Context, taskID string, page Page) (*TaskArtifactsListResponse, error) {
+	var l TaskArtifactsListResponse
+	if err := c.getJSON(ctx, "list artifacts of task", taskID, "/artifacts", page.query(), &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// AllArtifacts returns every artifact of a task, reading page after page.
+func (c *Client) AllArtifacts(ctx context.Context, taskID string) ([]Artifact, error) {
+	return allPages(ctx, func(ctx context.Context, p Page) ([]Artifact, Pagination, error) {
+		l, err := c.ListArtifacts(ctx, taskID, p)
+		if err != nil {
+			return nil, Pagination{}, err
+		}
+		return l.Artifacts, l.Pagination, nil
+	})
+}
+
+// UploadArtifact uploads r as the file fileName, in the directory
+// relativePath ("" for none) of the task's workspace (POST
+// /agent/tasks/{task_id}/artifacts, multipart/form-data).
+//
+// The body streams from r as the server reads it: memory does not grow
+// with the file. When size is known (0 or more) it is sent as the body's
+// Content-Length, and r must hold exactly size bytes; a file that grows
+// or shrinks meanwhile fails the upload. A size of -1 sends the body
+// chunked. progress, if not nil, is told of each chunk of r sent.
+func (c *Client) UploadArtifact(ctx context.Context, taskID, fileName, relativePath string, r io.Reader, size int64, progress Progress) (*Artifact, error) {
+	task, err := pathID("task", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("upload artifact: %w", err)
+	}
+	// The framing around the file's bytes is built first, so that the
+	// length of the whole body is known before it is sent.
+	var framing bytes.Buffer
+	mw := multipart.NewWriter(&framing)
+	if relativePath != "" {
+		if err := mw.WriteField("relative_path", relativePath); err != nil {
+			return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
+		}
+	}
+	if _, err := mw.CreateFormFile("file", fileName); err != nil {
+		return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
+	}
+	head := bytes.Clone(framing.Bytes())
+	framing.Reset()
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
+	}
+	tail := framing.Bytes()
+
+	file := &uploadReader{r: r, size: size, progress: progress}
+	req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts",
+		io.MultiReader(bytes.NewReader(head), file, bytes.NewReader(tail)))
+	if err != nil {
+		return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Accept", "application/json")
+	if size >= 0 {
+		req.ContentLength = int64(len(head)) + size + int64(len(tail))
+	}
+	res, err := c.send(req)
+	if err == nil {
+		defer res.Body.Close()
+		var a Artifact
+		if err = decodeJSON(res.Body, &a); err == nil {
+			return &a, nil
+		}
+	}
+	if ferr := file.failure(); ferr != nil {
+		err = ferr // what went wrong reading the file, not how the transport reported it
+	}
+	return nil, fmt.Errorf("upload artifact %s to task %s: %w", fileName, taskID, err)
+}
+
+// uploadReader reads an upload's file, holding it to its size and telling
+// progress of each chunk. The transport reads it on a goroutine of its
+// own, which may outlive the request's answer.
+type uploadReader struct {
+	r        io.Reader
+	size     int64 // -1: unknown
+	done     int64
+	progress Progress
+
+	mu  sync.Mutex
+	err error // the file's own failure, if any
+}
+
+func (u *uploadReader) Read(p []byte) (int, error) {
+	if u.size >= 0 && u.done >= u.size {
+		// Whatever follows the promised bytes would be cut from the body
+		// unseen: make sure there is none.
+		var one [1]byte
+		if n, _ := io.ReadFull(u.r, one[:]); n > 0 {
+			return 0, u.fail(fmt.Errorf("the file holds more than the %d bytes it had when the upload began", u.size))
+		}
+		return 0, io.EOF
+	}
+	if u.size >= 0 && int64(len(p)) > u.size-u.done {
+		p = p[:u.size-u.done]
+	}
+	n, err := u.r.Read(p)
+	u.done += int64(n)
+	if n > 0 && u.progress != nil {
+		u.progress(u.done, u.size)
+	}
+	switch {
+	case err == io.EOF && u.size >= 0 && u.done < u.size:
+		return n, u.fail(fmt.Errorf("the file ended after %d of the %d bytes it had when the upload began", u.done, u.size))
+	case err != nil && err != io.EOF:
+		return n, u.fail(fmt.Errorf("read the file: %w", err))
+	}
+	return n, err
+}
+
+func (u *uploadReader) fail(err error) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.err = err
+	return err
+}
+
+// failure is what went wrong reading the file, if anything.
+func (u *uploadReader) failure() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// DownloadArtifact writes the bytes of an artifact to w as they arrive
+// (GET /agent/tasks/{task_id}/artifacts/{artifact_id}) and returns how
+// many there were. progress, if not nil, is told of each chunk written.
+// A transfer cut short is an error, whatever reached w by then.
+func (c *Client) DownloadArtifact(ctx context.Context, taskID, artifactID string, w io.Writer, progress Progress) (int64, error) {
+	task, err := pathID("task", taskID)
+	if err == nil {
+		var art string
+		if art, err = pathID("artifact", artifactID); err == nil {
+			var n int64
+			if n, err = c.download(ctx, "/agent/tasks"+task+"/artifacts"+art, w, progress); err == nil {
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("download artifact %s of task %s: %w", artifactID, taskID, err)
+}
+
+func (c *Client) download(ctx context.Context, path string, w io.Writer, progress Progress) (int64, error) {
+	req, err := c.newRequest(ctx, "GET", path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "application/octet-stream")
+	res, err := c.send(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	total := res.ContentLength
+	body := io.Reader(res.Body)
+	if progress != nil {
+		body = &progressReader{r: res.Body, total: total, progress: progress}
+	}
+	n, err := io.Copy(w, body)
+	if err != nil {
+		return n, err
+	}
+	if total >= 0 && n != total {
+		return n, fmt.Errorf("the server sent %d of the %d bytes it announced", n, total)
+	}
+	return n, nil
+}
+
+// progressReader tells progress of each chunk read through it.
+type progressReader struct {
+	r        io.Reader
+	done     int64
+	total    int64
+	progress Progress
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.done += int64(n)
+		p.progress(p.done, p.total)
+	}
+	return n, err
+}
