@@ -17,8 +17,8 @@ type moduleLimits struct {
 	// per byte of their code section (8 bytes of host heap each).
 	MaxLocals uint32
 	// MaxInstanceBytes bounds the host heap every instance of the module
-	// holds for its tables, globals and segments (instanceCost), table
-	// entries aside (MaxTableEntries counts those).
+	// holds for its tables, globals, segments and imported functions
+	// (instanceCost), table entries aside (MaxTableEntries counts those).
 	MaxInstanceBytes uint64
 	// MaxMemoryPages bounds the memory the module declares as its minimum,
 	// in 64 KiB pages: the memory limit (instanceMemory holds it to that).
@@ -35,6 +35,7 @@ const (
 	costPerElementSegment = 24  // a slice header
 	costPerPassiveElement = 48  // measured 40: a reference and its evaluation
 	costPerDataSegment    = 24  // a slice header (the bytes stay the module's)
+	costPerImportedFunc   = 48  // measured 40 (500,000 of them): the function it resolves to
 )
 
 // prepareModule checks a module's binary before wazero decodes it and returns the code to compile.
@@ -122,9 +123,13 @@ func prepareModule(code []byte, lim moduleLimits) ([]byte, error) {
 		}
 		off = c.end
 	}
+	if copies := uint64(w.moduleName) * (uint64(w.funcImports) + uint64(w.funcs)); copies > maxModuleNameCopies {
+		return nil, fmt.Errorf(`has a module name of %d bytes in its "name" section, which would be copied into the name of each of its %d functions: %d KiB in all; at most %d KiB are allowed`,
+			w.moduleName, uint64(w.funcImports)+uint64(w.funcs), copies>>10, maxModuleNameCopies>>10)
+	}
 	w.instanceCost += uint64(len(w.tables)) * costPerTable
 	if lim.MaxInstanceBytes > 0 && w.instanceCost > lim.MaxInstanceBytes {
-		return nil, fmt.Errorf("declares so many tables, globals and segments that each instance would hold %d KiB of host memory for them; at most %d KiB are allowed",
+		return nil, fmt.Errorf("declares so many tables, globals, segments and imported functions that each instance would hold %d KiB of host memory for them; at most %d KiB are allowed",
 			w.instanceCost>>10, lim.MaxInstanceBytes>>10)
 	}
 	return w.boundTables(code, tableStart, tableEnd)
@@ -148,9 +153,12 @@ func sectionLabel(id byte) string {
 type moduleWalk struct {
 	lim         moduleLimits
 	funcImports uint32       // to give functions their absolute index
+	funcs       uint32       // the functions the module defines
+	moduleName  int          // the length of the module name in the "name" section
 	tables      []tableLimit // one per table the module defines, appended as read
 	// instanceCost is the host heap an instance holds for the module's
-	// tables, globals and segments (the cost* constants).
+	// tables, globals, segments and imported functions (the cost*
+	// constants).
 	instanceCost uint64
 }
 
@@ -175,6 +183,7 @@ func (w *moduleWalk) section(id byte, c *cursor) {
 		w.imports(c)
 	case 3:
 		n := c.count("functions", 0)
+		w.funcs = n
 		for i := uint32(0); i < n && c.err == nil; i++ {
 			c.u32() // type index
 		}
@@ -194,6 +203,9 @@ func (w *moduleWalk) section(id byte, c *cursor) {
 		}
 	case 7:
 		n := c.count("exports", 0)
+		if n > maxExports && c.err == nil {
+			c.failf("declares %d exports; at most %d are allowed", n, maxExports)
+		}
 		for i := uint32(0); i < n && c.err == nil; i++ {
 			c.name("an export name")
 			if kind := c.u8(); kind > 4 && c.err == nil {
@@ -271,6 +283,7 @@ func (w *moduleWalk) imports(c *cursor) {
 		}
 		c.u32() // type index
 		w.funcImports++
+		w.instanceCost += costPerImportedFunc
 	}
 }
 
@@ -444,6 +457,48 @@ func (w *moduleWalk) data(c *cursor) {
 	}
 }
 
+// What wazero (v1.12) builds from a module's exports and "name" section
+// for every function, the first time it describes the module's functions
+// (at load, when agentrt checks the imports), and at every trap:
+//
+//   - a name for each function, imported ones included: the module name, a
+//     dot, and the function's name (or index). A module name of 1 MiB in a
+//     module of 1,000 functions made the host hold 1.84 GB; of 4 MiB in
+//     8,000 functions, more than the machine had.
+//   - for each function, a scan of every export (for its export names)
+//     and of every function's local names (for its parameters' names): the
+//     exports, or the functions with local names, times the functions. A
+//     module of 80,000 functions, all exported, took from 4.5 s to 39 s
+//     to load (6.4 billion steps), as the machine was busy.
+//   - at a trap, a stack trace of up to 30 frames, each the name of a
+//     function: with a module name of 16 MiB, a trap 40 calls deep made the
+//     host allocate 1.9 GB and took 31 s.
+//
+// So the module name may be at most maxModuleName bytes, and its copies
+// (its length times the functions) at most maxModuleNameCopies bytes in
+// all; a function name at most maxFunctionName bytes, so that a trap's
+// stack trace names at most 30 × 16.3 KiB; and the exports and the
+// functions whose locals are named at most maxExports and maxLocalNamed
+// each, so that each scan takes at most a thousand steps per function
+// (about 1 µs, where compiling a function takes 5 µs). Over any of these,
+// the module is refused.
+const (
+	// maxModuleName: TinyGo names its modules "main"; Go and Rust, none.
+	maxModuleName = 256
+	// maxModuleNameCopies holds the names wazero builds to about 8 MiB of
+	// host heap.
+	maxModuleNameCopies = 4 << 20
+	// maxFunctionName: TinyGo names a type assertion by its interface's
+	// methods (1,441 bytes for reflect.Type); Go's longest names are
+	// under 500 bytes.
+	maxFunctionName = 16 << 10
+	// maxExports: a plugin exports its memory and about ten functions (Go
+	// 7 exports, TinyGo 15, Rust 8).
+	maxExports = 1000
+	// maxLocalNamed: Go, TinyGo and Rust plugins name no locals.
+	maxLocalNamed = 1000
+)
+
 // names walks the "name" section's subsections: the module name (0),
 // function names (1), local names (2), and others skipped by their size.
 // Each must hold exactly what its size says: wazero reads subsections 0 to
@@ -463,15 +518,23 @@ func (w *moduleWalk) names(c *cursor) {
 		s := cursor{b: c.b, off: c.off, end: c.off + int(size), what: fmt.Sprintf("subsection %d of %s", id, c.what)}
 		switch id {
 		case 0:
-			s.name("a module name")
+			w.moduleName = len(s.name("a module name"))
+			if w.moduleName > maxModuleName {
+				s.failf(`has a module name of %d bytes in its "name" section; at most %d are allowed`, w.moduleName, maxModuleName)
+			}
 		case 1:
 			n := s.count("function names", 0)
 			for i := uint32(0); i < n && s.err == nil; i++ {
-				s.u32() // function index
-				s.name("a function name")
+				fn := s.u32()
+				if name := s.name("a function name"); len(name) > maxFunctionName {
+					s.failf(`names function %d with %d bytes in its "name" section; at most %d are allowed`, fn, len(name), maxFunctionName)
+				}
 			}
 		case 2:
 			n := s.count("functions' local names", 0)
+			if n > maxLocalNamed && s.err == nil {
+				s.failf(`names the locals of %d functions in its "name" section; at most %d are allowed`, n, maxLocalNamed)
+			}
 			for i := uint32(0); i < n && s.err == nil; i++ {
 				fn := s.u32()
 				k := s.count("local names of function %d", uint64(fn))

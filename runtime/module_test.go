@@ -1067,3 +1067,46 @@ func TestPrepareModuleBoundsWhatEveryInstanceHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareModuleCountsImportedFunctionsInWhatEveryInstanceHolds:
+// every instance resolves each imported function anew, about 40 bytes of
+// host heap each; a module may import the same function over and over, so
+// that a module of 18 MB made every instance hold 19 MiB.
+func TestPrepareModuleCountsImportedFunctionsInWhatEveryInstanceHolds(t *testing.T) {
+	lim := moduleLimits{MaxTableEntries: 100_000, MaxLocals: 50_000, MaxInstanceBytes: 16 << 20, MaxMemoryPages: DefaultMemoryLimitPages}
+	imports := func(n int) []byte {
+		imp := concat(wasmName("wasi_snapshot_preview1"), wasmName("sched_yield"), []byte{0}, uleb(0))
+		return wasmModule(wasmSection(1, wasmVec(concat([]byte{0x60}, wasmVec(), wasmVec([]byte{valI32})))), wasmSection(2, repeated(n, imp)))
+	}
+	const n = 500_000
+	code := imports(n)
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	if err := instantiateWASI(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := r.CompileModule(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := heapAllocated()
+	for range 4 {
+		m, err := r.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(ctx)
+	}
+	per := (heapAllocated() - before) / 4
+	t.Logf("%d imported functions in %d KiB: each instance allocates %d MiB", n, len(code)>>10, per>>20)
+	if per < 16<<20 {
+		t.Errorf("the module is not the hazard the test means: %d KiB per instance", per>>10)
+	}
+	if _, err := prepareModule(code, lim); err == nil || !strings.Contains(err.Error(), "each instance would hold") {
+		t.Fatalf("refused with %v, want the instance's host memory named", err)
+	}
+	if _, err := prepareModule(imports(n/10), lim); err != nil {
+		t.Errorf("a tenth of them: %v", err)
+	}
+}

@@ -12,7 +12,8 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -62,9 +63,11 @@ type Config struct {
 	NoCloseOnContextDone bool
 	// HostModules are the modules of host functions, besides WASI.
 	HostModules []HostModule
-	// Limiter bounds the instances running at once; nil for no bound. A
-	// call takes a slot before it instantiates.
-	Limiter *Limiter
+	// Limiters bound the instances running at once: a call takes a slot
+	// of each, in order, before it instantiates. One Limiter may be shared
+	// by several plugins (all the instances of a fleet), another be this
+	// plugin's own. None: no bound.
+	Limiters []*Limiter
 }
 
 // Defaults for Config.
@@ -86,15 +89,17 @@ const (
 const maxLocals = 50_000
 
 // maxInstanceBytes caps the host heap an instance holds for the plugin's
-// tables, globals and segments (moduleLimits.MaxInstanceBytes): 16 MiB.
-// A Go plugin of 3 MiB declares some 36,000 data segments (under 1 MiB);
-// TinyGo's and Rust's a few dozen.
+// tables, globals, segments and imported functions
+// (moduleLimits.MaxInstanceBytes): 16 MiB. A Go plugin of 3 MiB declares
+// some 36,000 data segments (under 1 MiB) and imports about 20 functions;
+// TinyGo's and Rust's a few dozen of each.
 const maxInstanceBytes = 16 << 20
 
 // Plugin is a compiled, validated plugin ready to run handler calls. Its
 // methods are safe for concurrent use.
 type Plugin struct {
 	path     string
+	sha256   string
 	cfg      Config
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
@@ -132,6 +137,7 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	sum := sha256.Sum256(code) // of the bytes compiled: the file may change meanwhile
 	if !bytes.HasPrefix(code, []byte("\x00asm")) {
 		return nil, fmt.Errorf("plugin %s is not a WebAssembly module (no \\0asm header)", path)
 	}
@@ -156,7 +162,7 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 		}
 		rc = rc.WithCompilationCache(cache)
 	}
-	p := &Plugin{path: path, cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc)}
+	p := &Plugin{path: path, sha256: hex.EncodeToString(sum[:]), cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc)}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.load(ctx, code); err != nil {
 		p.runtime.Close(ctx)
@@ -211,14 +217,15 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 		WithName("").
 		WithStartFunctions(abi.InitializeExport).
 		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(rand.Reader)
+		WithSysNanotime()
+	// random_get and fd_write are agentrt's own (instantiateWASI): they
+	// take no random source or writers from this configuration.
 
 	// A first instance runs the plugin's initialization, which must neither
 	// trap nor loop, and tells the ABI version.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	mod, _, err := p.instantiate(ctx, io.Discard, io.Discard)
+	mod, _, err := p.instantiate(ctx) // what it prints goes nowhere
 	if err != nil {
 		return fmt.Errorf("initialization failed: %s", protocol.ErrorMessage(err))
 	}
@@ -253,6 +260,9 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 // checkImports refuses imports the host does not provide, naming them, rather
 // than letting instantiation fail later with wazero's words.
 func (p *Plugin) checkImports() error {
+	// Each host module's functions, listed once: a listing costs about
+	// 12 µs, and a module may import hundreds of thousands of functions.
+	hostFuncs := map[string]map[string]api.FunctionDefinition{}
 	for _, f := range p.compiled.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		host := p.runtime.Module(mod)
@@ -260,7 +270,10 @@ func (p *Plugin) checkImports() error {
 			return fmt.Errorf("imports %s.%s, but the host provides no module %q (it provides %s and %s)",
 				mod, name, mod, wasi_snapshot_preview1.ModuleName, abi.ImportModule)
 		}
-		def := host.ExportedFunctionDefinitions()[name]
+		if hostFuncs[mod] == nil {
+			hostFuncs[mod] = host.ExportedFunctionDefinitions()
+		}
+		def := hostFuncs[mod][name]
 		if def == nil {
 			return fmt.Errorf("imports %s.%s, which the host does not provide", mod, name)
 		}
@@ -308,6 +321,10 @@ func (p *Plugin) checkExports() error {
 // HasExport reports whether the plugin exports the handler function name.
 func (p *Plugin) HasExport(name string) bool { return p.exports[name] }
 
+// SHA256 is the sha256 of the plugin's code, in hex: the bytes Load read
+// and compiled, whatever the file holds now.
+func (p *Plugin) SHA256() string { return p.sha256 }
+
 // Invocation is what one handler call hands the plugin besides its code.
 type Invocation struct {
 	// Stdout and Stderr receive what the plugin writes to its standard
@@ -324,7 +341,7 @@ type Invocation struct {
 
 // Call runs the exported function name in a fresh instance and returns its
 // i32 result and how long the plugin ran (waiting for an instance slot,
-// see Config.Limiter, is not counted, and not limited by the call
+// see Config.Limiters, is not counted, and not limited by the call
 // timeout). A failure is a *protocol.Error: ETIMEOUT past the call
 // timeout, EPLUGIN for a trap, an exit or a host-imposed stop, and
 // EUNAVAILABLE when no instance could be had or the plugin is closing.
@@ -338,7 +355,7 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 	p.mu.RUnlock()
 	defer p.inFlight.Done()
 
-	if l := p.cfg.Limiter; l != nil {
+	for _, l := range p.cfg.Limiters {
 		release, err := l.acquire(ctx)
 		if err != nil {
 			return 0, 0, err
@@ -354,7 +371,10 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 }
 
 func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, error) {
-	mod, mem, err := p.instantiate(ctx, inv.Stdout, inv.Stderr)
+	// What the plugin prints, from its initialization on, goes to inv's
+	// writers (see withStdio).
+	ctx = withStdio(ctx, inv.Stdout, inv.Stderr)
+	mod, mem, err := p.instantiate(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -388,11 +408,10 @@ func shuttingDown() *protocol.Error {
 // instantiate makes a fresh instance and runs its initialization. Its
 // sleeps (WASI's poll_oneoff, see instantiateWASI) are real, and end when
 // ctx does.
-func (p *Plugin) instantiate(ctx context.Context, stdout, stderr io.Writer) (api.Module, *instanceMemory, error) {
-	cfg := p.modCfg.WithStdout(stdout).WithStderr(stderr)
+func (p *Plugin) instantiate(ctx context.Context) (api.Module, *instanceMemory, error) {
 	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536}
 	ctx = experimental.WithMemoryAllocator(ctx, mem)
-	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
+	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, p.modCfg)
 	if err != nil {
 		return nil, nil, p.failure(ctx, err)
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"math"
 	"time"
@@ -12,19 +13,92 @@ import (
 )
 
 // instantiateWASI defines the wasi_snapshot_preview1 module in r: wazero's
-// functions, except poll_oneoff, which is agentrt's own (see pollOneoff).
+// functions, except those in ownWASI, which are agentrt's own.
+//
+// A host function cannot be interrupted by the call timeout: guest code is
+// stopped only once the host function returns. So no WASI function may do
+// work in proportion to a number the plugin chooses unless it checks the
+// call's context as it goes. What each function wazero serves costs, for a
+// plugin's sandbox (stdin, stdout and stderr on fds 0 to 2, no other fd, no
+// preopened directory, socket, argument or environment variable):
+//
+//   - agentrt's own (ownWASI): fd_read, fd_write, fd_pread and fd_pwrite
+//     walk at most maxIovecs iovecs, and fd_write hands the writer at most
+//     writeChunk bytes at a time, checking the context between them;
+//     random_get fills its buffer randomChunk bytes at a time, checking the
+//     context between them; poll_oneoff walks at most maxSubscriptions
+//     subscriptions and sleeps until the context ends; the path_* functions
+//     answer from their fd alone, never reading the path (there is no
+//     directory for a path to be in).
+//   - args_get, args_sizes_get, environ_get, environ_sizes_get: there are
+//     no arguments or variables; they write at most two numbers.
+//   - clock_res_get, clock_time_get, proc_exit, proc_raise, sched_yield,
+//     fd_fdstat_set_rights (unimplemented): constant work.
+//   - fd_advise, fd_allocate, fd_close, fd_datasync, fd_fdstat_get,
+//     fd_fdstat_set_flags, fd_filestat_get, fd_filestat_set_size,
+//     fd_filestat_set_times, fd_renumber, fd_seek, fd_sync, fd_tell: one
+//     fd looked up, at most 64 bytes written.
+//   - fd_prestat_get, fd_prestat_dir_name: write at most the preopened
+//     directory's name, which is empty; a longer path_len is refused with
+//     ENAMETOOLONG, not filled.
+//   - fd_readdir: no fd is a directory, so it answers EBADF (or EINVAL for
+//     a buffer under 24 bytes) before it touches the buffer.
+//   - sock_accept, sock_recv, sock_send, sock_shutdown: no fd is a socket,
+//     so they answer EBADF (or ENOTSUP for flags) before reading an iovec.
 func instantiateWASI(ctx context.Context, r wazero.Runtime) error {
 	b := r.NewHostModuleBuilder(wasi_snapshot_preview1.ModuleName)
 	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
 	// Exporting a name again replaces wazero's definition of it.
-	i32 := api.ValueTypeI32
-	b.NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(pollOneoff), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
-		WithParameterNames("in", "out", "nsubscriptions", "result.nevents").
-		WithResultNames("errno").
-		Export("poll_oneoff")
+	for _, f := range ownWASI {
+		types := make([]api.ValueType, len(f.params))
+		names := make([]string, len(f.params))
+		for i, p := range f.params {
+			types[i], names[i] = p.typ, p.name
+		}
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(f.fn, types, []api.ValueType{api.ValueTypeI32}).
+			WithParameterNames(names...).
+			WithResultNames("errno").
+			Export(f.name)
+	}
 	_, err := b.Instantiate(ctx)
 	return err
+}
+
+// wasiFunction is a WASI function agentrt serves itself, with wazero's
+// signature and parameter names.
+type wasiFunction struct {
+	name   string
+	params []wasiParam
+	fn     api.GoModuleFunc
+}
+
+type wasiParam struct {
+	name string
+	typ  api.ValueType
+}
+
+func i32(name string) wasiParam { return wasiParam{name, api.ValueTypeI32} }
+func i64(name string) wasiParam { return wasiParam{name, api.ValueTypeI64} }
+
+// ownWASI are the WASI functions that replace wazero's.
+var ownWASI = []wasiFunction{
+	{"poll_oneoff", []wasiParam{i32("in"), i32("out"), i32("nsubscriptions"), i32("result.nevents")}, pollOneoff},
+	{"random_get", []wasiParam{i32("buf"), i32("buf_len")}, randomGet},
+	{"fd_read", []wasiParam{i32("fd"), i32("iovs"), i32("iovs_len"), i32("result.nread")}, fdRead},
+	{"fd_write", []wasiParam{i32("fd"), i32("iovs"), i32("iovs_len"), i32("result.nwritten")}, fdWrite},
+	{"fd_pread", []wasiParam{i32("fd"), i32("iovs"), i32("iovs_len"), i64("offset"), i32("result.nread")}, fdPread},
+	{"fd_pwrite", []wasiParam{i32("fd"), i32("iovs"), i32("iovs_len"), i64("offset"), i32("result.nwritten")}, fdPwrite},
+	{"path_create_directory", []wasiParam{i32("fd"), i32("path"), i32("path_len")}, pathAt(0)},
+	{"path_filestat_get", []wasiParam{i32("fd"), i32("flags"), i32("path"), i32("path_len"), i32("result.filestat")}, pathAt(0)},
+	{"path_filestat_set_times", []wasiParam{i32("fd"), i32("flags"), i32("path"), i32("path_len"), i64("atim"), i64("mtim"), i32("fst_flags")}, pathFilestatSetTimes},
+	{"path_link", []wasiParam{i32("old_fd"), i32("old_flags"), i32("old_path"), i32("old_path_len"), i32("new_fd"), i32("new_path"), i32("new_path_len")}, pathAt(0)},
+	{"path_open", []wasiParam{i32("fd"), i32("dirflags"), i32("path"), i32("path_len"), i32("oflags"), i64("fs_rights_base"), i64("fs_rights_inheriting"), i32("fdflags"), i32("result.opened_fd")}, pathAt(0)},
+	{"path_readlink", []wasiParam{i32("fd"), i32("path"), i32("path_len"), i32("buf"), i32("buf_len"), i32("result.bufused")}, pathReadlink},
+	{"path_remove_directory", []wasiParam{i32("fd"), i32("path"), i32("path_len")}, pathAt(0)},
+	{"path_rename", []wasiParam{i32("fd"), i32("old_path"), i32("old_path_len"), i32("new_fd"), i32("new_path"), i32("new_path_len")}, pathAt(0)},
+	{"path_symlink", []wasiParam{i32("old_path"), i32("old_path_len"), i32("fd"), i32("new_path"), i32("new_path_len")}, pathAt(2)},
+	{"path_unlink_file", []wasiParam{i32("fd"), i32("path"), i32("path_len")}, pathAt(0)},
 }
 
 // WASI snapshot-1 numbers, as wazero's internal/wasip1 spells them.
@@ -34,6 +108,8 @@ const (
 	errnoFault   = 21
 	errnoIntr    = 27
 	errnoInval   = 28
+	errnoIo      = 29
+	errnoNotdir  = 54
 	errnoNotsup  = 58
 
 	eventtypeClock   = 0
@@ -241,4 +317,38 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// randomChunk is the most random_get fills between two looks at the call's
+// context: under a millisecond of crypto/rand.
+const randomChunk = 64 << 10
+
+// randomGet is WASI's random_get(buf, buf_len) -> errno: it fills buf_len
+// bytes at buf from crypto/rand. It replaces wazero's, which fills the
+// whole buffer in one read that the call timeout cannot interrupt: 200 MiB
+// took 3.5 s.
+//
+// It returns EFAULT, writing nothing, if the buffer lies outside memory;
+// EINTR if the call's context ends before the buffer is full (what was
+// filled stays); 0 otherwise. What it costs: the buffer's length in
+// crypto/rand, randomChunk bytes at a time, with a look at the context
+// between chunks; it allocates nothing.
+func randomGet(ctx context.Context, mod api.Module, stack []uint64) {
+	stack[0] = uint64(fillRandom(ctx, mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+}
+
+func fillRandom(ctx context.Context, mem api.Memory, buf, bufLen uint32) uint32 {
+	b, ok := guestBytes(mem, buf, uint64(bufLen))
+	if !ok {
+		return errnoFault
+	}
+	for len(b) > 0 {
+		if ctx.Err() != nil {
+			return errnoIntr
+		}
+		chunk := b[:min(len(b), randomChunk)]
+		rand.Read(chunk) // never fails: crypto/rand crashes the program instead
+		b = b[len(chunk):]
+	}
+	return errnoSuccess
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -509,6 +511,13 @@ func TestInstantiateWASIKeepsWazeroFunctions(t *testing.T) {
 			t.Errorf("no %s", name)
 		} else if !sameSignature(got, want) {
 			t.Errorf("%s: signature %s, want %s", name, signature(got), signature(want))
+		} else if !slices.Equal(got.ParamNames(), want.ParamNames()) || !slices.Equal(got.ResultNames(), want.ResultNames()) {
+			t.Errorf("%s: parameters %v -> %v, want %v -> %v", name, got.ParamNames(), got.ResultNames(), want.ParamNames(), want.ResultNames())
+		}
+	}
+	for _, f := range ownWASI {
+		if theirs[f.name] == nil {
+			t.Errorf("agentrt serves %s, which wazero does not", f.name)
 		}
 	}
 }
@@ -604,4 +613,95 @@ func buildSleeper(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return wasm
+}
+
+func TestRandomGetFillsItsBufferFromCryptoRand(t *testing.T) {
+	g := newWASIGuest(t, agentrtWASI, wazero.NewModuleConfig(), "random_get")
+	const at, size = 0x1000, 3*randomChunk + 100
+	var fills [][]byte
+	for range 2 {
+		if errno := g.call(t, t.Context(), "random_get", at, size); errno != errnoSuccess {
+			t.Fatalf("errno %d", errno)
+		}
+		fills = append(fills, g.read(t, at, size))
+	}
+	for i, b := range fills {
+		// Each chunk's last 64 bytes are all zero once in 2^512 times.
+		for c := 0; c < size; c += randomChunk {
+			if end := min(c+randomChunk, size); bytes.Count(b[end-64:end], []byte{0}) == 64 {
+				t.Errorf("fill %d: bytes %d to %d are zero", i, end-64, end)
+			}
+		}
+	}
+	if bytes.Equal(fills[0], fills[1]) {
+		t.Error("two fills are the same")
+	}
+	if got := g.read(t, at+size, 16); !bytes.Equal(got, make([]byte, 16)) {
+		t.Errorf("bytes past the buffer written: %x", got)
+	}
+}
+
+func TestRandomGetFaultsOutsideMemory(t *testing.T) {
+	const size = guestPages * 65536
+	g := newWASIGuest(t, agentrtWASI, wazero.NewModuleConfig(), "random_get")
+	for _, c := range []struct{ buf, n uint32 }{
+		{size - 4, 5}, {size + 1, 0}, {math.MaxUint32, 2}, {0, math.MaxUint32}, {16, size},
+	} {
+		if errno := g.call(t, t.Context(), "random_get", uint64(c.buf), uint64(c.n)); errno != errnoFault {
+			t.Errorf("random_get(%#x, %#x): errno %d, want EFAULT (%d)", c.buf, c.n, errno, errnoFault)
+		}
+	}
+	if got := g.read(t, 0, size); !bytes.Equal(got, make([]byte, size)) {
+		t.Error("a refused random_get wrote to memory")
+	}
+	for _, c := range []struct{ buf, n uint32 }{{size - 4, 4}, {size, 0}, {0, size}} {
+		if errno := g.call(t, t.Context(), "random_get", uint64(c.buf), uint64(c.n)); errno != errnoSuccess {
+			t.Errorf("random_get(%#x, %#x): errno %d", c.buf, c.n, errno)
+		}
+	}
+}
+
+// doneAfter is a context whose Err reports it cancelled once Err has been
+// asked n times: it ends at a point of a host function's work that a test
+// chooses, however fast that work is.
+type doneAfter struct {
+	context.Context
+	n int
+}
+
+func (c *doneAfter) Err() error {
+	if c.n == 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// TestRandomGetStopsWhenTheCallsContextEnds: the call's context ends after
+// random_get has filled its first chunk; it fills no more and returns
+// EINTR. wazero's fills its whole buffer in one read (200 MiB: 3.5 s the
+// call timeout cannot interrupt).
+func TestRandomGetStopsWhenTheCallsContextEnds(t *testing.T) {
+	g := newWASIGuest(t, agentrtWASI, wazero.NewModuleConfig(), "random_get")
+	const size = 4 * randomChunk
+	mem := g.mod.Memory()
+	if errno := fillRandom(&doneAfter{Context: t.Context(), n: 1}, mem, 0, size); errno != errnoIntr {
+		t.Errorf("errno %d, want EINTR (%d)", errno, errnoIntr)
+	}
+	b := g.read(t, 0, size)
+	if bytes.Count(b[randomChunk-64:randomChunk], []byte{0}) == 64 {
+		t.Error("the first chunk was not filled")
+	}
+	if !bytes.Equal(b[randomChunk:], make([]byte, size-randomChunk)) {
+		t.Errorf("random_get filled %d bytes past its first chunk after the context ended", size-randomChunk-bytes.Count(b[randomChunk:], []byte{0}))
+	}
+	// Through the guest, under a context already ended: nothing at all.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if errno := g.call(t, ctx, "random_get", size, size); errno != errnoIntr {
+		t.Errorf("under an ended context: errno %d, want EINTR (%d)", errno, errnoIntr)
+	}
+	if !bytes.Equal(g.read(t, size, size), make([]byte, size)) {
+		t.Error("under an ended context, random_get wrote to memory")
+	}
 }

@@ -307,7 +307,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		MaxTableEntries:  uint32(cfg.maxTableEntries),
 		MaxPluginBytes:   int64(cfg.maxPluginSize),
 		CallTimeout:      cfg.callTimeout,
-		Limiter:          limiter,
+		Limiters:         []*runtime.Limiter{limiter},
 		HostModules: []runtime.HostModule{{
 			Name: abi.ImportModule,
 			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
