@@ -336,9 +336,10 @@ func (f *functions) workspaceDelete(c *call, mod api.Module, stack []uint64) int
 	return 0
 }
 
-// copyJSON is copyOut of v as JSON.
+// copyJSON is copyOut of v as JSON (protocol.MarshalJSON: a path takes at
+// most twice its bytes).
 func (c *call) copyJSON(mod api.Module, v any, buf, capacity uint32) int32 {
-	b, err := json.Marshal(v)
+	b, err := protocol.MarshalJSON(v)
 	if err != nil {
 		return c.failErr(err)
 	}

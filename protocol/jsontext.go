@@ -416,3 +416,20 @@ func isObject(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	return len(v) > 0 && v[0] == '{' && json.Valid(v)
 }
+
+// MarshalJSON is json.Marshal without its escaping of <, > and & for
+// HTML: each took 6 bytes (\u003c), so a message of names made of them
+// was six times the size of their text. A string takes at most twice its
+// bytes (a quote is \", U+2028 and U+2029 are still escaped); a control
+// character 6, but names and paths refuse them. Everything agentrt
+// writes as JSON (answers, handler input, the host API's answers, stored
+// logs) is written with it.
+func MarshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

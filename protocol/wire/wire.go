@@ -40,7 +40,7 @@ func (v1) EncodeInput(in *protocol.HandlerInput) []byte {
 		a := artifactView(in.Upload)
 		msg.Artifact = &a
 	}
-	b, err := json.Marshal(msg)
+	b, err := marshal(msg)
 	if err != nil {
 		// Every field is a string, a number, a bool or a JSON object the
 		// domain has checked.
@@ -48,6 +48,10 @@ func (v1) EncodeInput(in *protocol.HandlerInput) []byte {
 	}
 	return b
 }
+
+// marshal is protocol.MarshalJSON: no HTML escaping, so a message takes
+// at most twice its text.
+var marshal = protocol.MarshalJSON
 
 func taskView(t *protocol.Task) abi.Task {
 	v := abi.Task{TaskID: t.TaskID, Input: t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
