@@ -1,6 +1,18 @@
 package protocol
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
+
+// MaxTaskWaiters bounds the requests (steps, upload commits) that wait for
+// one task while another holds it. Each waits with its decoded body, and
+// before any instance limit: without a bound, any number of them piled up
+// behind a task whose step was stalled. Past it, a request is refused
+// with EUNAVAILABLE before it waits. The holders are bounded by the
+// instances and their queue, so at most MaxTaskWaiters × (instances +
+// queue) requests wait for tasks in all.
+const MaxTaskWaiters = 8
 
 // taskLocks serialises work on one task while leaving other tasks free.
 type taskLocks struct {
@@ -13,11 +25,12 @@ type taskLocks struct {
 
 type taskLock struct {
 	sync.Mutex
-	refs int
+	refs int // the holder and those waiting
 }
 
-// lock locks the task and returns its unlock function.
-func (l *taskLocks) lock(taskID string) func() {
+// enter locks the task and returns its unlock function, or refuses with
+// EUNAVAILABLE when MaxTaskWaiters requests already wait for it.
+func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = make(map[string]*taskLock)
@@ -26,6 +39,11 @@ func (l *taskLocks) lock(taskID string) func() {
 	if tl == nil {
 		tl = &taskLock{}
 		l.m[taskID] = tl
+	}
+	if tl.refs > MaxTaskWaiters { // a holder and MaxTaskWaiters waiting
+		l.mu.Unlock()
+		return nil, &Error{Code: EUNAVAILABLE, RetryAfter: 1,
+			Message: fmt.Sprintf("task %s is busy: %d requests already wait for it, the most that may; retry when its step is done", taskID, MaxTaskWaiters)}
 	}
 	tl.refs++
 	l.mu.Unlock()
@@ -43,5 +61,5 @@ func (l *taskLocks) lock(taskID string) func() {
 			delete(l.m, taskID)
 		}
 		l.mu.Unlock()
-	}
+	}, nil
 }

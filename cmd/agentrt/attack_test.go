@@ -154,7 +154,7 @@ func TestAnArtifactHandlerCannotMakeTheDataDirectoryUnstartable(t *testing.T) {
 		tryRequest(http.DefaultClient, p.url, "POST", "/ap/v1/agent/tasks/"+task+"/artifacts", ct, body)
 	}()
 	blocked := filepath.Join(data, "workspaces", task, "files", "h", "block-dir-hang.txt", "x", "f")
-	waitFor(t, 30*time.Second, "the handler's directory", func() bool { _, err := os.Stat(blocked); return err == nil })
+	eventually(t, 30*time.Second, "the handler's directory", func() bool { _, err := os.Stat(blocked); return err == nil })
 	p.kill()
 	<-hung
 
@@ -499,7 +499,7 @@ func TestFreedMemoryReturnsToTheSystemAfterBigCalls(t *testing.T) {
 	high := procStatus(t, p.cmd.Process.Pid, "VmRSS")
 	start := time.Now()
 	var now uint64
-	waitFor(t, 20*time.Second, fmt.Sprintf("resident memory back near its baseline of %d MiB (%d MiB after the calls)", base/mib, high/mib), func() bool {
+	eventually(t, 20*time.Second, fmt.Sprintf("resident memory back near its baseline of %d MiB (%d MiB after the calls)", base/mib, high/mib), func() bool {
 		now = procStatus(t, p.cmd.Process.Pid, "VmRSS")
 		return now < base+reclaimThreshold+sqliteKeeps+slack
 	})
@@ -556,26 +556,14 @@ func TestArtifactBytesFailureMessagesAndTheDiskAreBounded(t *testing.T) {
 		if err := os.WriteFile(filler, make([]byte, diskFree(t, mnt)-16<<20), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "a step refused at the floor", func() bool {
+		eventually(t, 10*time.Second, "a step refused at the floor", func() bool {
 			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 507
 		})
 		os.Remove(filler)
-		waitFor(t, 10*time.Second, "a step served again", func() bool {
+		eventually(t, 10*time.Second, "a step served again", func() bool {
 			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 200
 		})
 	})
-}
-
-// waitFor polls cond until it holds, or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // runAgentrt runs the agentrt binary to completion (a minute at most) and

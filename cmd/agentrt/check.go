@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,19 +61,9 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", conformance.DefaultTimeout, "time limit of each request, answer included")
 	fs.BoolVar(&cfg.list, "list", false, "list the checks (with -only, those it selects) instead of running them; no URL needed")
 
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
 	}
 	if only != "" {
 		cfg.only = strings.Split(only, ",")

@@ -247,23 +247,9 @@ func runClient(ctx context.Context, args []string, env clientEnv) error {
 		cmd.flags(fs, &s.opts)
 	}
 	var positional []string
-	rest := global.Args()[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return &usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if n := len(rest) - fs.NArg(); n > 0 && rest[n-1] == "--" {
-			positional = append(positional, fs.Args()...) // all arguments after "--"
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, global.Args()[1:])
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(positional) < cmd.min || (cmd.max >= 0 && len(positional) > cmd.max):

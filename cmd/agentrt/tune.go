@@ -140,6 +140,10 @@ func reclaim() {
 // reclaimMemory returns freed heap memory to the system, as reclaimPolicy
 // decides, every interval until ctx is done.
 func reclaimMemory(ctx context.Context, every time.Duration, threshold uint64) {
+	// What compiling the plugins left is garbage: freed first, it is not
+	// taken for the floor (measured: 20 Go plugins compiled cold kept
+	// 300 MB more than the same loaded from the cache, for good).
+	reclaim()
 	held, gcs := heapStats()
 	p := reclaimPolicy{threshold: threshold, floor: held, gcs: gcs}
 	tick := time.NewTicker(every)

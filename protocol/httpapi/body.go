@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
@@ -26,11 +28,117 @@ import (
 // handler read before it answers, and a body that never came held the
 // answer back for as long as the client liked. Handlers that read the
 // body move the deadline on as it comes (body).
+//
+// It also readies the request's answer to be paced (pacedAnswer): it
+// lifts the write deadline an earlier answer on the same connection left,
+// which would fail what net/http writes before this answer (a 100
+// Continue), and notes the server's pace for writeJSON, which is given
+// the writer alone.
 func (s *Server) paceUnread(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
 	if r.ContentLength != 0 { // else no body: net/http reads ahead for the next request, with its own deadlines
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout + paceSlack))
+		rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout + paceSlack))
+	}
+	if rc.SetWriteDeadline(time.Time{}) == nil {
+		answerPaces.Store(w, pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate})
+		context.AfterFunc(r.Context(), func() { answerPaces.Delete(w) }) // net/http ends the context with the request
 	}
 }
+
+// Answers at the edge are held to the pace of request bodies: a client
+// must have taken an answer by BodyTimeout after it starts plus a second
+// for every MinBodyRate bytes written so far, give or take a second; else
+// the write fails, and net/http closes the connection. Without this,
+// clients that asked for big answers (a page of steps: 126 MB) and never
+// read them held each, and its goroutine and connection, for as long as
+// they liked. The deadline moves on with what is written, not with the
+// answer's size: a client that stops reading is cut off after what the
+// kernel's buffers took, at the pace, however big the answer.
+
+// pace is how slowly a client may take an answer.
+type pace struct {
+	grace time.Duration
+	rate  int64 // bytes per second
+}
+
+// deadline is when n bytes of an answer that started at start must have
+// been taken.
+func (p pace) deadline(start time.Time, n int64) time.Time {
+	return start.Add(p.grace + time.Duration(float64(n)/float64(p.rate)*float64(time.Second)))
+}
+
+// answerPaces holds the pace of every answer being served, by its
+// ResponseWriter (paceUnread), for writeJSON, which is given the writer
+// alone. A writer no server noted is paced by the defaults.
+var answerPaces sync.Map
+
+// answerTo returns w paced as paceUnread noted.
+func answerTo(w http.ResponseWriter) *pacedAnswer {
+	p := pace{grace: DefaultBodyTimeout, rate: DefaultMinBodyRate}
+	if v, ok := answerPaces.Load(w); ok {
+		p = v.(pace)
+	}
+	return newPacedAnswer(w, p)
+}
+
+// answerWriter returns w paced as the server paces answers.
+func (s *Server) answerWriter(w http.ResponseWriter) *pacedAnswer {
+	return newPacedAnswer(w, pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate})
+}
+
+// pacedAnswer is an answer written at a pace: the write deadline moves on
+// as bytes are written, a second ahead at a time and at most
+// maxPacedWrite bytes at a time, so an answer taken at the pace goes on
+// however long it takes and one the client stops reading is cut off.
+// Not every ResponseWriter supports deadlines (a recorder in a test);
+// then the answer is not paced.
+type pacedAnswer struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	pace  pace
+	start time.Time
+	n     int64     // bytes written so far
+	set   time.Time // the write deadline set last
+}
+
+// maxPacedWrite is the most a pacedAnswer writes under one deadline.
+const maxPacedWrite = 64 << 10
+
+// newPacedAnswer returns w paced by p from now; the headers (and an empty
+// answer: net/http writes it after the handler returns) must be taken by
+// p's grace time.
+func newPacedAnswer(w http.ResponseWriter, p pace) *pacedAnswer {
+	a := &pacedAnswer{ResponseWriter: w, rc: http.NewResponseController(w), pace: p, start: time.Now()}
+	a.extendTo(p.deadline(a.start, 0))
+	return a
+}
+
+func (a *pacedAnswer) extendTo(d time.Time) {
+	if a.rc.SetWriteDeadline(d) == nil {
+		a.set = d
+	}
+}
+
+func (a *pacedAnswer) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), maxPacedWrite)]
+		if d := a.pace.deadline(a.start, a.n+int64(len(chunk))); d.After(a.set) {
+			a.extendTo(d.Add(paceSlack))
+		}
+		n, err := a.ResponseWriter.Write(chunk)
+		a.n += int64(n)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// Unwrap is the writer pacedAnswer paces, for http.ResponseController.
+func (a *pacedAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // body returns r's body, for a handler to read, limited to max bytes and
 // paced. The deadline is lifted when the body ends, and only then: it must

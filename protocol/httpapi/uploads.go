@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"sync"
@@ -50,4 +52,51 @@ func (u *uploadSlots) acquire(r *http.Request) (release func(), err error) {
 			delete(u.byClient, client)
 		}
 	}, nil
+}
+
+// maxPartHeaderBytes bounds the header of one part of an upload's
+// multipart body (with what precedes it: a boundary, a preamble). Go's
+// multipart reader lets a part's header grow to 10 MiB, parsed in memory,
+// and a body may hold one after another. A part's header here is a
+// Content-Disposition with a name (a few hundred bytes) and a
+// Content-Type.
+const maxPartHeaderBytes = 16 << 10
+
+// multipartReadAhead is what a multipart reader reads of a body ahead of
+// what it parses (its buffer).
+const multipartReadAhead = 4096
+
+// partHeaders is an upload's body as its multipart reader reads it,
+// bounding what the reader takes of it while it reads a part's header
+// (nextPart).
+type partHeaders struct {
+	r    io.Reader
+	left int64 // what the header may still take; < 0 while no header is read
+}
+
+func (h *partHeaders) Read(p []byte) (int, error) {
+	if h.left < 0 {
+		return h.r.Read(p)
+	}
+	if h.left == 0 {
+		return 0, errPartHeaderTooLarge
+	}
+	n, err := h.r.Read(p[:min(int64(len(p)), h.left)])
+	h.left -= int64(n)
+	return n, err
+}
+
+var errPartHeaderTooLarge = protocol.Errorf(protocol.ETOOLARGE, "a part of the multipart body has a header larger than %d bytes", maxPartHeaderBytes)
+
+// nextPart is mr.NextPart, reading mr's body through h: the part's
+// header, and what precedes it, may take maxPartHeaderBytes.
+func nextPart(mr *multipart.Reader, h *partHeaders) (*multipart.Part, error) {
+	h.left = maxPartHeaderBytes + multipartReadAhead
+	defer func() { h.left = -1 }()
+	part, err := mr.NextPart()
+	if err != nil && err != io.EOF && h.left == 0 {
+		// The reader may call what it got of a line cut short malformed.
+		return nil, errPartHeaderTooLarge
+	}
+	return part, err
 }
