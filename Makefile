@@ -1,6 +1,7 @@
 # agentrt — the two commands a new user needs:
 #
 #   make run    build agentrt and the washington example (Go) and serve it on :8000
+#   make serve  build every example in every language and serve the nine as a fleet
 #   make test   install what the tests need, build every plugin, run all tests
 #               and the protocol's official compliance suite
 #
@@ -39,11 +40,11 @@ HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi -nam
 # package's testdata/fuzz/; what a run finds new stays in Go's cache, and a
 # failing input is written to testdata/fuzz/ for a test to keep).
 FUZZ_TARGETS   := ./protocol/httpapi:FuzzDecodeRequestBody ./protocol:FuzzCheckJSON ./protocol/wire:FuzzResultDecoding ./protocol:FuzzStepResult \
-                  ./protocol:FuzzLogRecordSize ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule
+                  ./protocol:FuzzLogRecordSize ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule ./plugins/manifest:FuzzParse
 FUZZTIME_TEST  ?= 4s
 FUZZTIME       ?= 2m
 
-.PHONY: build plugins run test test-go fuzz fuzz-short conformance check toolchains bench clean
+.PHONY: build plugins run serve test test-go fuzz fuzz-short conformance check toolchains bench clean
 .SECONDEXPANSION:
 
 build: build/agentrt
@@ -70,6 +71,15 @@ $(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*
 
 run: build/agentrt $(PLUGIN_DIR)/washington-go.wasm
 	./build/agentrt run $(PLUGIN_DIR)/washington-go.wasm --addr $(ADDR) --data $(DATA)
+
+# Every example in every language as a fleet of nine agents, each at
+# http://ADDR/agents/<example>-<lang>/ap/v1, washington-go also at /ap/v1.
+FLEET_DIR ?= build/fleet
+
+serve: build/agentrt plugins
+	@mkdir -p $(FLEET_DIR)
+	cp $(PLUGINS) $(FLEET_DIR)/
+	./build/agentrt serve --plugins $(FLEET_DIR) --default washington-go --addr $(ADDR) --data $(DATA)
 
 toolchains:
 	scripts/toolchains.sh
@@ -105,11 +115,14 @@ fuzz:
 # servers when $(SHARED)/conformance/ is there.
 OFFICIAL_SUITE := $(wildcard $(SHARED)/conformance/agent_protocol_v1.offline.json)
 
-conformance: build/agentrt $(filter $(PLUGIN_DIR)/washington-%,$(PLUGINS)) | toolchains
+conformance: build/agentrt $(PLUGINS) | toolchains
 	@$(if $(OFFICIAL_SUITE),:,echo "conformance: $(SHARED)/conformance/ is not there; the official suite (newman) is skipped, agentrt check runs")
 	for p in $(filter $(PLUGIN_DIR)/washington-%,$(PLUGINS)); do \
 		scripts/conformance.sh build/agentrt $$p $(OFFICIAL_SUITE) || exit 1; \
 	done
+	@# And one agent of a fleet of every example, at its base URL /agents/NAME.
+	rm -rf build/conformance-fleet && mkdir -p build/conformance-fleet && cp $(PLUGINS) build/conformance-fleet/
+	AGENT=washington-rust scripts/conformance.sh build/agentrt build/conformance-fleet $(OFFICIAL_SUITE)
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: needs formatting:"; echo "$$out"; exit 1; fi

@@ -3,6 +3,7 @@ module github.com/agentrt/agentrt
 go 1.26.0
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/uuid v1.6.0
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,41 +11,45 @@ import (
 
 // AgentConfig configures an Agent.
 type AgentConfig struct {
-	Limits Limits
-	// PluginConfig is the operator's settings the plugin reads with the
-	// host API's config function. Not for secrets: plugins log freely.
-	PluginConfig map[string]string
-	Log          *slog.Logger
+	// Name is the agent's name. Its tasks are its own: no other agent
+	// sees them. Every step records it.
+	Name string
+	Log  *slog.Logger
 }
 
-// Agent is the Agent Protocol's behaviour over a Store and a Plugin: it
-// creates tasks, executes steps through the plugin and records everything.
-// Steps of one task run one at a time; different tasks run concurrently.
+// Agent is the Agent Protocol's behaviour over a Store and a Build (a
+// plugin and its limits): it creates tasks, executes steps through the
+// plugin and records everything. Steps of one task run one at a time;
+// different tasks run concurrently. The build can be replaced while the
+// agent serves (Serve).
 type Agent struct {
-	store        Store
-	plugin       Plugin
-	limits       Limits
-	pluginConfig []byte // JSON
-	log          *slog.Logger
-	locks        taskLocks
+	name  string
+	store Store
+	build buildSlot
+	log   *slog.Logger
+	locks taskLocks
 }
 
-// NewAgent returns an Agent serving plugin's agent from store.
-func NewAgent(store Store, plugin Plugin, cfg AgentConfig) *Agent {
+// NewAgent returns an Agent serving build from store; a nil build serves
+// none until Serve gives it one.
+func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.PluginConfig == nil {
-		cfg.PluginConfig = map[string]string{}
+	a := &Agent{name: cfg.Name, store: store, log: cfg.Log}
+	if build != nil {
+		a.Serve(build)
 	}
-	conf, _ := json.Marshal(cfg.PluginConfig) // strings always marshal
-	return &Agent{store: store, plugin: plugin, limits: cfg.Limits, pluginConfig: conf, log: cfg.Log}
+	return a
 }
+
+// Name is the agent's name.
+func (a *Agent) Name() string { return a.name }
 
 // checkBudget refuses to run a handler for a task that has used up its
 // plugin time (ELIMIT).
-func (a *Agent) checkBudget(t *Task) error {
-	if max := a.limits.MaxTaskTime; max > 0 && t.PluginTime >= max {
+func checkBudget(l *Limits, t *Task) error {
+	if max := l.MaxTaskTime; max > 0 && t.PluginTime >= max {
 		return Errorf(ELIMIT, "task %s has used up its plugin time budget of %s", t.TaskID, max)
 	}
 	return nil
@@ -60,15 +63,16 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	if err := a.store.CheckSpace(ctx); err != nil {
 		return 0, 0, err
 	}
-	remaining := a.limits.MaxTaskTime - t.PluginTime
-	if a.limits.MaxTaskTime > 0 {
+	max := call.build.Limits.MaxTaskTime
+	remaining := max - t.PluginTime
+	if max > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, remaining)
 		defer cancel()
 	}
-	code, elapsed, err := call.plugin.Run(ctx, call.handler, call)
-	if ErrorCode(err) == ETIMEOUT && a.limits.MaxTaskTime > 0 && elapsed >= remaining {
-		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", a.limits.MaxTaskTime)
+	code, elapsed, err := call.build.Plugin.Run(ctx, call.handler, call)
+	if ErrorCode(err) == ETIMEOUT && max > 0 && elapsed >= remaining {
+		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", max)
 	}
 	return code, elapsed, err
 }

@@ -30,7 +30,7 @@ func setResult(result string) fakeHandler {
 
 func newAgent(t *testing.T, s *fakeStore, p *fakePlugin, limits protocol.Limits) *protocol.Agent {
 	t.Helper()
-	return protocol.NewAgent(s, p, protocol.AgentConfig{Limits: limits})
+	return protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: limits}, protocol.AgentConfig{Name: "test"})
 }
 
 func mustCreateTask(t *testing.T, a *protocol.Agent) *protocol.Task {

@@ -12,7 +12,7 @@ import (
 // while its task is locked.
 type Call struct {
 	agent   *Agent
-	plugin  Plugin
+	build   *served
 	codec   Codec
 	handler Handler
 	task    *Task
@@ -39,12 +39,12 @@ type Call struct {
 	workspace Workspace
 }
 
-// newCall starts a call of plugin's handler in.Handler.
-func (a *Agent) newCall(plugin Plugin, in *HandlerInput) *Call {
-	codec := plugin.Codec()
+// newCall starts a call of the handler in.Handler of build b.
+func (a *Agent) newCall(b *served, in *HandlerInput) *Call {
+	codec := b.Plugin.Codec()
 	c := &Call{
 		agent:     a,
-		plugin:    plugin,
+		build:     b,
 		codec:     codec,
 		handler:   in.Handler,
 		task:      in.Task,
@@ -52,7 +52,7 @@ func (a *Agent) newCall(plugin Plugin, in *HandlerInput) *Call {
 		input:     codec.EncodeInput(in),
 		artifacts: []Artifact{},
 		use:       artifactsOf(in.Task),
-		workspace: a.store.Workspace(in.Task.TaskID, a.limits.workspaceQuota()),
+		workspace: a.store.Workspace(in.Task.TaskID, b.Limits.workspaceQuota()),
 	}
 	if in.Upload != nil {
 		c.use.add(in.Upload.Size)
@@ -74,7 +74,7 @@ func (c *Call) Input() []byte { return c.input }
 // limit; otherwise it is refused and, unless a later one replaces it, the
 // call fails.
 func (c *Call) SetResult(b []byte) error {
-	if max := c.agent.limits.MaxResultBytes; len(b) > max {
+	if max := c.build.Limits.MaxResultBytes; len(b) > max {
 		c.resultErr = Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)
 		return c.resultErr
 	}
@@ -111,7 +111,7 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 	if err != nil {
 		return "", err
 	}
-	l := &c.agent.limits
+	l := &c.build.Limits
 	if max := l.MaxCallArtifacts; len(c.artifacts) >= max {
 		return "", Errorf(ETOOLARGE, "a call may create at most %d artifacts", max)
 	}
@@ -173,7 +173,7 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 // checkArtifactSize refuses a new artifact over the artifact limit, or
 // that would put the task's artifacts over their byte quota.
 func (c *Call) checkArtifactSize(size int64) error {
-	l := &c.agent.limits
+	l := &c.build.Limits
 	if size > l.MaxArtifactBytes {
 		return Errorf(ETOOLARGE, "artifact of %d bytes is over the limit of %d bytes", size, l.MaxArtifactBytes)
 	}
@@ -182,7 +182,7 @@ func (c *Call) checkArtifactSize(size int64) error {
 
 // Config is the operator's settings for the plugin, a JSON object of
 // strings.
-func (c *Call) Config() []byte { return c.agent.pluginConfig }
+func (c *Call) Config() []byte { return c.build.config }
 
 // WorkspaceReadInto reads a file of the task's workspace into buf (the
 // plugin's memory) when it fits, and returns the file's size either way.

@@ -33,7 +33,7 @@ func (c *Call) Log(level string, message []byte) error {
 // addLog counts a record as LogRecordSize does: as it is stored, and
 // with an overhead so that empty records are not free.
 func (c *Call) addLog(level string, message []byte) error {
-	max := c.agent.limits.MaxLogBytes
+	max := c.build.Limits.MaxLogBytes
 	if c.logFull {
 		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
@@ -99,22 +99,30 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			}
 			w.partial = append(w.partial, p[:room]...)
 			p = p[room:]
-			w.flush()
+			w.emit()
 			continue
 		}
 		w.partial = append(w.partial, p[:i]...)
 		p = p[i+1:]
-		w.flush()
+		w.emit() // an empty line too: it is a record, and counts as one
 	}
 	// Writes never fail: a plugin printing past its log limit loses the
 	// lines, not its step.
 	return n, nil
 }
 
+// flush logs what was printed after the last newline, if anything.
 func (w *lineWriter) flush() {
-	if len(w.partial) == 0 {
-		return
+	if len(w.partial) > 0 {
+		w.emit()
 	}
+}
+
+// emit logs the held line, empty or not, as one record. Every record
+// counts against the call's log limit (LogRecordOverhead at least), so a
+// buffer of newlines fills the log after a thousand or so of them, and
+// Write leaves the rest unread.
+func (w *lineWriter) emit() {
 	w.call.addLog(w.level, w.partial)
 	w.partial = w.partial[:0]
 }

@@ -15,6 +15,7 @@ const (
 	EBADPATH       = "bad_path"              // 422: a file name or path that was refused
 	ETOOLARGE      = "too_large"             // 413: a body, file or quota over its limit
 	EMETHOD        = "method"                // 405: a known route, another method
+	ECONFLICT      = "conflict"              // 409: the agent is gone (its plugin was removed)
 	EREJECTED      = "rejected"              // 422: the plugin refused an upload
 	EPLUGIN        = "plugin_failed"         // 502: a plugin trapped, exited or answered badly
 	ETIMEOUT       = "plugin_timeout"        // 504: a plugin call ran out of time

@@ -63,12 +63,22 @@ type Step struct {
 	// Artifacts are the artifacts this step created. Never nil.
 	Artifacts []Artifact `json:"artifacts"`
 	IsLast    bool       `json:"is_last"`
+	// Build says which agent and which build of its plugin ran the step;
+	// null until it has run. An addition to the specification's Step.
+	Build *StepBuild `json:"build"`
 	// Planned is true for a step planned by the task handler.
 	Planned   bool        `json:"-"`
 	CreatedAt time.Time   `json:"-"`
 	Logs      []LogRecord `json:"-"`
 	// PluginTime is the wall-clock time the step's handler call used.
 	PluginTime time.Duration `json:"-"`
+}
+
+// StepBuild names the agent and the build of its plugin that ran a step.
+type StepBuild struct {
+	Agent string `json:"agent"`
+	// SHA256 is the sha256 of the plugin file, in hex.
+	SHA256 string `json:"sha256"`
 }
 
 // Artifact is a file of a task: uploaded by a client or created by the agent.

@@ -22,8 +22,16 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if err != nil {
 		return nil, err
 	}
+	b, err := a.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer a.release(b)
 	ctx = context.WithoutCancel(ctx)
-	unlock := a.locks.lock(taskID)
+	unlock, err := a.locks.enter(taskID)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 
 	task, err := a.store.GetTask(ctx, taskID)
@@ -35,7 +43,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	if step == nil {
-		if max := a.limits.MaxTaskSteps; max > 0 && task.StepCount >= max {
+		if max := b.Limits.MaxTaskSteps; max > 0 && task.StepCount >= max {
 			return nil, Errorf(ELIMIT, "task %s holds %d steps, the most a task may hold", taskID, task.StepCount)
 		}
 		step = &Step{
@@ -48,11 +56,10 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 			CreatedAt:       time.Now(),
 		}
 	}
-	if err := a.checkBudget(task); err != nil {
+	if err := checkBudget(&b.Limits, task); err != nil {
 		return nil, err
 	}
-	plugin := a.plugin
-	call := a.newCall(plugin, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
+	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
 		Request: &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}})
 	defer call.discard()
 	code, elapsed, runErr := a.run(ctx, task, call)
@@ -69,6 +76,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	}
 	call.flushOutput()
 	step.Status = StatusCompleted
+	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Logs = call.logs
 	if runErr != nil {
 		failure := handlerError(HandlerStep, runErr)
@@ -111,7 +119,7 @@ func applyStepResult(step *Step, res *StepResult) error {
 
 // failureOutput is the additional_output recorded on a failed step.
 func failureOutput(e *Error) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	b, _ := MarshalJSON(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 	return b
 }
 

@@ -21,9 +21,14 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		Artifacts:       []Artifact{},
 		CreatedAt:       time.Now(),
 	}
+	b, err := a.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer a.release(b)
 	var planned []Step
-	if plugin := a.plugin; plugin.HasHandler(HandlerTask) {
-		call := a.newCall(plugin, &HandlerInput{Handler: HandlerTask, Task: t})
+	if b.Plugin.HasHandler(HandlerTask) {
+		call := a.newCall(b, &HandlerInput{Handler: HandlerTask, Task: t})
 		// Whatever the handler writes to the workspace goes if the task
 		// is not created.
 		created := false
@@ -39,7 +44,7 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		t.PluginTime = elapsed
 		var res *TaskResult
 		if err == nil {
-			max := a.limits.maxPlanned()
+			max := b.Limits.maxPlanned()
 			res, err = finish(call, code, func(b []byte) (*TaskResult, error) { return call.codec.DecodeTaskResult(b, max) })
 		}
 		if err != nil && ctx.Err() != nil {
@@ -54,7 +59,7 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		if planned, err = plannedSteps(t, res.Steps); err != nil {
 			return nil, handlerError(HandlerTask, err)
 		}
-		log := a.fitTaskLog(t, call.logs)
+		log := fitTaskLog(&b.Limits, t, call.logs)
 		t.Logs, t.LogBytes = log.Records, log.Bytes
 		t.Artifacts = call.artifacts
 		if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
@@ -75,8 +80,8 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 // and the call counts as filling the log: nothing more is kept, not even
 // another notice, so the task's log never holds more than its limit and
 // one notice.
-func (a *Agent) fitTaskLog(t *Task, logs []LogRecord) TaskLog {
-	max := a.limits.MaxTaskLogBytes
+func fitTaskLog(l *Limits, t *Task, logs []LogRecord) TaskLog {
+	max := l.MaxTaskLogBytes
 	size := LogSize(logs)
 	if max <= 0 || t.LogBytes+size <= max {
 		return TaskLog{Records: logs, Bytes: size}

@@ -9,6 +9,7 @@ import (
 // bytes, then Commit with the file's name and path, or Discard.
 type Upload struct {
 	agent  *Agent
+	build  *served // held from NewUpload until Commit or Discard
 	taskID string
 	id     string
 	blob   Blob
@@ -30,15 +31,21 @@ func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := a.acquire()
+	if err != nil {
+		return nil, err
+	}
 	// Refused before the bytes are read; Commit checks again, under the
 	// task's lock.
 	use := artifactsOf(task)
-	if err := a.limits.checkArtifact(use, 0); err != nil {
+	if err := b.Limits.checkArtifact(use, 0); err != nil {
+		a.release(b)
 		return nil, err
 	}
-	u := &Upload{agent: a, taskID: taskID, id: newID()}
-	u.limit, u.quotaLimit = a.limits.artifactRoom(use, a.limits.MaxUploadBytes)
+	u := &Upload{agent: a, build: b, taskID: taskID, id: newID()}
+	u.limit, u.quotaLimit = b.Limits.artifactRoom(use, b.Limits.MaxUploadBytes)
 	if u.blob, err = a.store.StageArtifact(ctx, u.id); err != nil {
+		a.release(b)
 		return nil, err
 	}
 	return u, nil
@@ -46,14 +53,14 @@ func (a *Agent) NewUpload(ctx context.Context, taskID string) (*Upload, error) {
 
 // MaxSize is the upload limit: the most bytes any uploaded file may hold.
 // The task's artifact quota may allow this file fewer; Write says so.
-func (u *Upload) MaxSize() int64 { return u.agent.limits.MaxUploadBytes }
+func (u *Upload) MaxSize() int64 { return u.build.Limits.MaxUploadBytes }
 
 // Write writes the file's next bytes; ETOOLARGE past the upload limit or
 // the task's artifact bytes quota.
 func (u *Upload) Write(p []byte) (int, error) {
 	if u.blob.Size()+int64(len(p)) > u.limit {
 		if u.quotaLimit {
-			return 0, Errorf(ETOOLARGE, "the file would put the task's artifacts over their quota of %d bytes", u.agent.limits.MaxTaskArtifactBytes)
+			return 0, Errorf(ETOOLARGE, "the file would put the task's artifacts over their quota of %d bytes", u.build.Limits.MaxTaskArtifactBytes)
 		}
 		return 0, Errorf(ETOOLARGE, "the file is larger than the upload limit of %d bytes", u.limit)
 	}
@@ -92,17 +99,21 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 		CreatedAt:    time.Now(),
 	}
 	ctx = context.WithoutCancel(ctx)
-	unlock := a.locks.lock(u.taskID)
+	unlock, err := a.locks.enter(u.taskID)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 
 	task, err := a.store.GetTask(ctx, u.taskID)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.limits.checkArtifact(artifactsOf(task), art.Size); err != nil {
+	b := u.build
+	if err := b.Limits.checkArtifact(artifactsOf(task), art.Size); err != nil {
 		return nil, err
 	}
-	placed, err := a.store.Workspace(u.taskID, a.limits.workspaceQuota()).Place(ctx, art.WorkspacePath(), u.id)
+	placed, err := a.store.Workspace(u.taskID, b.Limits.workspaceQuota()).Place(ctx, art.WorkspacePath(), u.id)
 	if err != nil {
 		return nil, err
 	}
@@ -116,13 +127,13 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	var log TaskLog
 	var used time.Duration
 	var call *Call
-	if plugin := a.plugin; plugin.HasHandler(HandlerArtifact) {
-		if call, used, err = a.runArtifactHandler(ctx, plugin, task, art); err != nil {
+	if b.Plugin.HasHandler(HandlerArtifact) {
+		if call, used, err = a.runArtifactHandler(ctx, b, task, art); err != nil {
 			rollback()
 			return nil, err
 		}
 		defer call.discard() // a no-op once recorded
-		record, log = append(record, call.artifacts...), a.fitTaskLog(task, call.logs)
+		record, log = append(record, call.artifacts...), fitTaskLog(&b.Limits, task, call.logs)
 	}
 	if err := a.store.AddArtifacts(ctx, u.taskID, record, log, used); err != nil {
 		rollback()
@@ -132,7 +143,7 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 		call.recorded()
 	}
 	placed.Commit()
-	u.done = true
+	u.finish()
 	return art, nil
 }
 
@@ -140,11 +151,11 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 // in the workspace of task. It returns the call (whose artifacts and log
 // the caller records) and the time it took, or why the upload must not be
 // kept.
-func (a *Agent) runArtifactHandler(ctx context.Context, plugin Plugin, task *Task, art *Artifact) (*Call, time.Duration, error) {
-	if err := a.checkBudget(task); err != nil {
+func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, art *Artifact) (*Call, time.Duration, error) {
+	if err := checkBudget(&b.Limits, task); err != nil {
 		return nil, 0, err
 	}
-	call := a.newCall(plugin, &HandlerInput{Handler: HandlerArtifact, Task: task, Upload: art})
+	call := a.newCall(b, &HandlerInput{Handler: HandlerArtifact, Task: task, Upload: art})
 	code, elapsed, err := a.run(ctx, task, call)
 	var res *ArtifactResult
 	if err == nil {
@@ -173,7 +184,13 @@ func (a *Agent) runArtifactHandler(ctx context.Context, plugin Plugin, task *Tas
 // nothing.
 func (u *Upload) Discard() {
 	if !u.done {
-		u.done = true
 		u.blob.Discard()
+		u.finish()
 	}
+}
+
+// finish ends the upload's use of its build.
+func (u *Upload) finish() {
+	u.done = true
+	u.agent.release(u.build)
 }

@@ -6,6 +6,11 @@
 # server.
 #
 #   scripts/conformance.sh AGENTRT PLUGIN [COLLECTION]
+#   AGENT=NAME scripts/conformance.sh AGENTRT DIR [COLLECTION]
+#
+# With a directory of plugins, agentrt serves them all as a fleet ("agentrt
+# serve") and the checks run against the agent NAME's base URL,
+# http://HOST/agents/NAME, as a client of that one agent would use it.
 #
 # newman comes from scripts/toolchains.sh ($AGENTRT_CACHE/bin/newman); it is
 # needed only with a COLLECTION.
@@ -35,11 +40,18 @@ failed() {
 	exit 1
 }
 
-"$bin" run "$plugin" --addr 127.0.0.1:0 --data "$work/data" 2>"$work/server.log" &
+if [ -d "$plugin" ]; then
+	[ -n "${AGENT:-}" ] || { echo "conformance: AGENT=NAME names the agent of $plugin to check" >&2; exit 2; }
+	"$bin" serve --plugins "$plugin" --addr 127.0.0.1:0 --data "$work/data" 2>"$work/server.log" &
+	pattern='s/.*url=\(http:[^ ]*\)\/agents.*/\1\/agents\/'"$AGENT"'/p'
+else
+	"$bin" run "$plugin" --addr 127.0.0.1:0 --data "$work/data" 2>"$work/server.log" &
+	pattern='s/.*url=\(http:[^ ]*\)\/ap\/v1.*/\1/p'
+fi
 server=$!
 url=""
-for _ in $(seq 1 300); do
-	url=$(sed -n 's/.*url=\(http:[^ ]*\)\/ap\/v1.*/\1/p' "$work/server.log" | head -1)
+for _ in $(seq 1 600); do
+	url=$(sed -n "$pattern" "$work/server.log" | head -1)
 	[ -n "$url" ] && break
 	kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; echo "conformance: agentrt exited" >&2; exit 1; }
 	sleep 0.1

@@ -73,7 +73,7 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 		return err
 	}
 	err = s.inTx(ctx, 3+len(artifacts), func(w db) error {
-		if err := taskExists(w, taskID); err != nil {
+		if err := taskExists(w, taskID, s.agent); err != nil {
 			return err
 		}
 		if err := addTaskUsage(w, taskID, pluginTime, 0); err != nil {
@@ -95,8 +95,9 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 // task has no such artifact.
 func (s *Store) GetArtifact(ctx context.Context, taskID, artifactID string) (*protocol.Artifact, error) {
 	var r artifactRow
-	err := s.reader(ctx).scanOne(`SELECT `+artifactColumns("a")+` FROM artifacts a WHERE a.id = ? AND a.task_id = ?`,
-		[]any{artifactID, taskID}, r.dest()...)
+	err := s.reader(ctx).scanOne(`SELECT `+artifactColumns("a")+` FROM artifacts a
+		WHERE a.id = ? AND a.task_id = ? AND EXISTS (SELECT 1 FROM tasks WHERE id = a.task_id AND agent = ?)`,
+		[]any{artifactID, taskID, s.agent}, r.dest()...)
 	if err == sql.ErrNoRows {
 		return nil, protocol.Errorf(protocol.ENOTFOUND, "artifact %q not found in task %q", artifactID, taskID)
 	} else if err != nil {
@@ -113,7 +114,7 @@ func (s *Store) ListArtifacts(ctx context.Context, taskID string, p protocol.Pag
 	artifacts := []protocol.Artifact{}
 	var total int
 	err := s.readTx(ctx, func(r db) error {
-		if err := taskExists(r, taskID); err != nil {
+		if err := taskExists(r, taskID, s.agent); err != nil {
 			return err
 		}
 		if err := r.scanOne(`SELECT COUNT(*) FROM artifacts WHERE task_id = ?`, []any{taskID}, &total); err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_input,
-	s.output, s.additional_output, s.is_last, s.planned, s.created_at`
+	s.output, s.additional_output, s.is_last, s.planned, s.created_at, s.agent, s.build`
 
 // SaveStep records a step, inserting it or updating the planned step of the
 // same id, together with the artifacts it created (their bytes staged with
@@ -25,11 +25,11 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	err = s.inTx(ctx, 2+len(artifacts), func(w db) error {
 		res, err := w.exec(`
 			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
-				additional_output = ?, is_last = ?, logs = ?, updated_at = ?
+				additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
 			WHERE id = ? AND task_id = ?`,
 			st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 			nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
-			st.StepID, st.TaskID)
+			buildAgent(st.Build), buildID(st.Build), st.StepID, st.TaskID)
 		if err != nil {
 			return err
 		}
@@ -59,10 +59,11 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 func insertStep(w db, st *protocol.Step, logs any) error {
 	_, err := w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
-			additional_output, is_last, planned, logs, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			additional_output, is_last, planned, logs, created_at, updated_at, agent, build)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
-		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()))
+		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()),
+		buildAgent(st.Build), buildID(st.Build))
 	return err
 }
 
@@ -93,8 +94,8 @@ func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.S
 	rows, err := s.reader(ctx).query(`
 		SELECT `+stepColumns+`, `+artifactColumns("a")+`
 		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
-		WHERE s.id = ? AND s.task_id = ?
-		ORDER BY a.seq`, stepID, taskID)
+		WHERE s.id = ? AND s.task_id = ? AND EXISTS (SELECT 1 FROM tasks WHERE id = s.task_id AND agent = ?)
+		ORDER BY a.seq`, stepID, taskID, s.agent)
 	if err != nil {
 		return nil, fmt.Errorf("get step: %w", err)
 	}
@@ -115,7 +116,7 @@ func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) (
 	steps := []protocol.Step{}
 	var total int
 	err := s.readTx(ctx, func(r db) error {
-		if err := taskExists(r, taskID); err != nil {
+		if err := taskExists(r, taskID, s.agent); err != nil {
 			return err
 		}
 		if err := r.scanOne(`SELECT COUNT(*) FROM steps WHERE task_id = ?`, []any{taskID}, &total); err != nil {
@@ -144,7 +145,8 @@ func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) (
 // StepLogs returns what the plugin logged while running a step.
 func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol.LogRecord, error) {
 	return s.readLogs(ctx, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID),
-		`SELECT logs FROM steps WHERE id = ? AND task_id = ?`, stepID, taskID)
+		`SELECT logs FROM steps s WHERE id = ? AND task_id = ? AND EXISTS (SELECT 1 FROM tasks WHERE id = s.task_id AND agent = ?)`,
+		stepID, taskID, s.agent)
 }
 
 // addTaskUsage adds to the time a task's handler calls have used, to the
@@ -158,9 +160,10 @@ func addTaskUsage(w db, taskID string, d time.Duration, steps int) error {
 	return err
 }
 
-func taskExists(r db, taskID string) error {
+// taskExists is ENOTFOUND unless the agent has the task.
+func taskExists(r db, taskID, agent string) error {
 	var one int
-	err := r.scanOne(`SELECT 1 FROM tasks WHERE id = ?`, []any{taskID}, &one)
+	err := r.scanOne(`SELECT 1 FROM tasks WHERE id = ? AND agent = ?`, []any{taskID, agent}, &one)
 	if err == sql.ErrNoRows {
 		return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
 	} else if err != nil {
@@ -182,10 +185,11 @@ func scanSteps(rows *sql.Rows) ([]protocol.Step, error) {
 			addlOut             sql.NullString
 			isLast, planned     bool
 			created             int64
+			agent, build        sql.NullString
 			a                   artifactRow
 		)
 		dest := []any{&st.StepID, &st.TaskID, &name, &st.Status, &input, &addlIn,
-			&output, &addlOut, &isLast, &planned, &created}
+			&output, &addlOut, &isLast, &planned, &created, &agent, &build}
 		if err := rows.Scan(append(dest, a.dest()...)...); err != nil {
 			return nil, err
 		}
@@ -197,6 +201,9 @@ func scanSteps(rows *sql.Rows) ([]protocol.Step, error) {
 			}
 			st.IsLast, st.Planned = isLast, planned
 			st.CreatedAt = time.UnixMilli(created)
+			if build.Valid {
+				st.Build = &protocol.StepBuild{Agent: agent.String, SHA256: build.String}
+			}
 			st.Artifacts = []protocol.Artifact{}
 			steps = append(steps, st)
 		}
@@ -206,6 +213,22 @@ func scanSteps(rows *sql.Rows) ([]protocol.Step, error) {
 		}
 	}
 	return steps, rows.Err()
+}
+
+// buildAgent and buildID store which agent and build ran a step; NULL for
+// a step not run.
+func buildAgent(b *protocol.StepBuild) any {
+	if b == nil {
+		return nil
+	}
+	return b.Agent
+}
+
+func buildID(b *protocol.StepBuild) any {
+	if b == nil {
+		return nil
+	}
+	return b.SHA256
 }
 
 // nullJSON stores an absent JSON value as NULL.

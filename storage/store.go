@@ -44,8 +44,22 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is an open data directory.
+// Store is an open data directory, as one agent sees it: the tasks it
+// creates belong to that agent, and it finds no other agent's (ENOTFOUND,
+// as for a task that does not exist). Open returns the view of the agent
+// named "" (a data directory's tasks from before agents had names);
+// Agent returns another agent's. Views share everything else: one
+// database, one writer, one directory.
 type Store struct {
+	*core
+	agent string
+}
+
+// Agent returns the view of the store of the agent named name.
+func (s *Store) Agent(name string) *Store { return &Store{core: s.core, agent: name} }
+
+// core is what every view of a data directory shares.
+type core struct {
 	dir    string
 	write  *sql.DB // one connection, used by the writer goroutine only
 	read   *sql.DB // a pool of query-only connections
@@ -99,9 +113,9 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Store{dir: dir, lock: lock, floor: floor, log: cfg.Log, writerState: writerState{
+	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, writerState: writerState{
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
-	}}
+	}}}
 	if err := s.open(ctx, schema); err != nil {
 		s.Close()
 		return nil, err

@@ -27,8 +27,8 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (id, input, additional_input, created_at, plugin_ns, log_bytes, step_count) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			t.TaskID, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned))
+			`INSERT INTO tasks (id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned))
 		if err != nil {
 			return err
 		}
@@ -56,8 +56,8 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, err
 	rows, err := s.reader(ctx).query(`
 		SELECT `+taskColumns+`, `+artifactColumns("a")+`
 		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
-		WHERE t.id = ?
-		ORDER BY a.seq`, taskID)
+		WHERE t.id = ? AND t.agent = ?
+		ORDER BY a.seq`, taskID, s.agent)
 	if err != nil {
 		return nil, fmt.Errorf("get task: %w", err)
 	}
@@ -71,23 +71,23 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, err
 	return &tasks[0], nil
 }
 
-// ListTasks returns a page of tasks in creation order, with their
-// artifacts, and the total number of tasks.
+// ListTasks returns a page of the agent's tasks in creation order, with
+// their artifacts, and the agent's number of tasks.
 func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task, int, error) {
 	tasks := []protocol.Task{}
 	var total int
 	err := s.readTx(ctx, func(r db) error {
-		if err := r.scanOne(`SELECT COUNT(*) FROM tasks`, nil, &total); err != nil {
+		if err := r.scanOne(`SELECT COUNT(*) FROM tasks WHERE agent = ?`, []any{s.agent}, &total); err != nil {
 			return err
 		}
 		if p.Offset() >= total {
 			return nil
 		}
 		rows, err := r.query(`
-			WITH page AS (SELECT * FROM tasks ORDER BY seq LIMIT ? OFFSET ?)
+			WITH page AS (SELECT * FROM tasks WHERE agent = ? ORDER BY seq LIMIT ? OFFSET ?)
 			SELECT `+taskColumns+`, `+artifactColumns("a")+`
 			FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
-			ORDER BY t.seq, a.seq`, p.Size, p.Offset())
+			ORDER BY t.seq, a.seq`, s.agent, p.Size, p.Offset())
 		if err != nil {
 			return err
 		}
@@ -100,6 +100,56 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 	return tasks, total, nil
 }
 
+// CountTasks returns how many tasks the agent has.
+func (s *Store) CountTasks(ctx context.Context) (int, error) {
+	var n int
+	if err := s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks WHERE agent = ?`, []any{s.agent}, &n); err != nil {
+		return 0, fmt.Errorf("count tasks: %w", err)
+	}
+	return n, nil
+}
+
+// AgentNames returns the names of the agents that have tasks, in name
+// order.
+func (s *Store) AgentNames(ctx context.Context) ([]string, error) {
+	names := []string{}
+	rows, err := s.reader(ctx).query(`SELECT DISTINCT agent FROM tasks ORDER BY agent`)
+	if err != nil {
+		return nil, fmt.Errorf("agent names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("agent names: %w", err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("agent names: %w", err)
+	}
+	return names, nil
+}
+
+// AdoptTasks makes the tasks of the agent named from this agent's, and
+// returns how many there were: a data directory served one unnamed agent
+// before agents had names, and the agent that serves it now takes them.
+func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
+	var n int64
+	err := s.inTx(ctx, 1, func(w db) error {
+		res, err := w.exec(`UPDATE tasks SET agent = ? WHERE agent = ?`, s.agent, from)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("adopt tasks: %w", err)
+	}
+	return int(n), nil
+}
+
 // taskColumns are a task's columns, from the table aliased t, as
 // scanTasks reads them.
 const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count`
@@ -109,7 +159,7 @@ const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_n
 func (s *Store) TaskLogs(ctx context.Context, taskID string) ([]protocol.LogRecord, error) {
 	logs := []protocol.LogRecord{}
 	err := s.readTx(ctx, func(r db) error {
-		if err := taskExists(r, taskID); err != nil {
+		if err := taskExists(r, taskID, s.agent); err != nil {
 			return err
 		}
 		rows, err := r.query(`SELECT records FROM task_logs WHERE task_id = ? ORDER BY seq`, taskID)
@@ -258,13 +308,11 @@ func encodeLogs(logs []protocol.LogRecord) (any, error) {
 	}
 	// Without HTML escaping, a record takes what protocol.LogRecordSize
 	// counts for it: '<' would take 6 bytes.
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(logs); err != nil {
+	b, err := protocol.MarshalJSON(logs)
+	if err != nil {
 		return nil, fmt.Errorf("encode logs: %w", err)
 	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return string(b), nil
 }
 
 // readLogs reads a logs column, or returns notFound when there is no row.

@@ -2,6 +2,7 @@
 // Agent Protocol v1.
 //
 //	agentrt run PLUGIN.wasm [--addr HOST:PORT] [--data DIR] [flags]
+//	agentrt serve --plugins DIR [--default NAME] [flags]
 //	agentrt check URL [--json] [--only GROUP]
 //	agentrt client COMMAND [flags]
 //	agentrt version
@@ -31,6 +32,8 @@ const usage = `agentrt serves an agent, written as a WebAssembly plugin, over th
 
 Usage:
   agentrt run PLUGIN.wasm [flags]   serve the plugin's agent at http://ADDR/ap/v1
+  agentrt serve --plugins DIR       serve every plugin of DIR, each at http://ADDR/agents/NAME/ap/v1,
+                                    picking up plugins added, replaced and removed
   agentrt check URL [flags]         check any Agent Protocol server against the protocol
   agentrt client COMMAND [flags]    talk to any Agent Protocol server: tasks, steps, artifacts
   agentrt version                   print the version
@@ -84,6 +87,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		return run(ctx, cfg, stderr)
+	case "serve":
+		cfg, err := parseServeFlags(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cfg, stderr)
 	case "check":
 		return checkCommand(ctx, args[1:], stdout, stderr)
 	case "client":
@@ -97,4 +106,28 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprint(stderr, usage)
 	return &usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+// parseInterspersed parses args with fs, flags and arguments in any order
+// ("run p.wasm --addr X" as "run --addr X p.wasm"), and returns the
+// arguments. Everything after "--" is an argument. A mistake is a
+// usageError; -help is flag.ErrHelp.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		if n := len(args) - fs.NArg(); n > 0 && args[n-1] == "--" {
+			return append(positional, fs.Args()...), nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

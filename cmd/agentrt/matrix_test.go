@@ -26,6 +26,8 @@ type transcript struct {
 var (
 	uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	timePattern = regexp.MustCompile(`"time":"[^"]*"`)
+	// Each language's build is its own: a step names the one that ran it.
+	buildPattern = regexp.MustCompile(`"build":\{"agent":"[^"]*","sha256":"[0-9a-f]{64}"\}`)
 )
 
 func (tr *transcript) normalize(s string) string {
@@ -35,6 +37,7 @@ func (tr *transcript) normalize(s string) string {
 		}
 		return tr.ids[id]
 	})
+	s = buildPattern.ReplaceAllString(s, `"build":"<build>"`)
 	return timePattern.ReplaceAllString(s, `"time":"<t>"`)
 }
 

@@ -20,17 +20,27 @@ import (
 
 	"github.com/agentrt/agentrt/hostapi"
 	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/plugins/manifest"
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
 	"github.com/agentrt/agentrt/protocol/wire"
 	"github.com/agentrt/agentrt/runtime"
 	"github.com/agentrt/agentrt/storage"
-	"github.com/tetratelabs/wazero"
 )
 
-// runConfig is everything "agentrt run" is told.
+// runConfig is everything "agentrt run" and "agentrt serve" are told.
 type runConfig struct {
-	plugin       string
+	// plugin is run's plugin file; name the agent it serves (its base
+	// name without .wasm unless -name says).
+	plugin string
+	name   string
+	// pluginDir is serve's plugin directory; defaultAgent the agent it
+	// also serves at the root (-default).
+	pluginDir    string
+	defaultAgent string
+	// settle is how long serve waits for a changed plugin's files to stay
+	// the same before it loads them (dirWatcher).
+	settle       time.Duration
 	addr         string
 	dataDir      string
 	cacheDir     string
@@ -42,7 +52,7 @@ type runConfig struct {
 	logLevel     slog.Level
 	pluginConfig map[string]string
 
-	maxInstances    int // per plugin
+	maxInstances    int // of all plugins together
 	maxQueue        int
 	queueWait       time.Duration
 	maxTableEntries int
@@ -64,9 +74,33 @@ the plugin. Sizes take a unit: 512KiB, 64MiB, 1GiB (or plain bytes).
 Flags:
 `
 
+const serveUsage = `Usage: agentrt serve --plugins DIR [flags]
+
+Serves every plugin of DIR as an agent over the Agent Protocol v1: NAME.wasm,
+with its manifest NAME.json if there is one (plugins/MANIFEST.md), at
+http://ADDR/agents/NAME/ap/v1. The -default agent, or the only one when DIR
+holds one plugin, is served at http://ADDR/ap/v1 too. Plugins added,
+replaced or removed are picked up without a restart. The limit flags are
+each agent's defaults and the most its manifest may ask for. Sizes take a
+unit: 512KiB, 64MiB, 1GiB (or plain bytes).
+
+Flags:
+`
+
 // parseRunFlags parses the arguments of "agentrt run", flags and the plugin
 // path in any order.
 func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
+	return parseFlags("run", args, stderr)
+}
+
+// parseServeFlags parses the arguments of "agentrt serve".
+func parseServeFlags(args []string, stderr io.Writer) (*runConfig, error) {
+	return parseFlags("serve", args, stderr)
+}
+
+// parseFlags parses the arguments of command "run" or "serve", which
+// share every flag but how the plugins are named.
+func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, error) {
 	cfg := &runConfig{
 		memoryLimit:     size(runtime.DefaultMemoryLimitPages) * 64 << 10,
 		maxBody:         httpapi.DefaultMaxBodyBytes,
@@ -76,6 +110,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		maxPluginSize:   runtime.DefaultMaxPluginBytes,
 		minFreeDisk:     diskFloorFlag{auto: true},
 		minBodyRate:     httpapi.DefaultMinBodyRate,
+		settle:          300 * time.Millisecond,
 	}
 	maxUpload := size(cfg.limits.MaxUploadBytes)
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
@@ -88,11 +123,21 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	var configFile string
 	settings := map[string]string{}
 
-	fs := flag.NewFlagSet("agentrt run", flag.ContinueOnError)
+	fs := flag.NewFlagSet("agentrt "+command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
+		if command == "serve" {
+			fmt.Fprint(stderr, serveUsage)
+		} else {
+			fmt.Fprint(stderr, runUsage)
+		}
 		fs.PrintDefaults()
+	}
+	if command == "serve" {
+		fs.StringVar(&cfg.pluginDir, "plugins", "", "the plugin `DIR`: each NAME.wasm in it is an agent")
+		fs.StringVar(&cfg.defaultAgent, "default", "", "the agent (a `NAME`) also served at /ap/v1")
+	} else {
+		fs.StringVar(&cfg.name, "name", "", "the agent's `NAME` (default: the plugin's file name without .wasm)")
 	}
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8000", "`HOST:PORT` to listen on")
 	fs.StringVar(&cfg.dataDir, "data", "./agentrt-data", "data `DIR`: database, artifacts, workspaces, compiled-code cache")
@@ -136,28 +181,35 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
 
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
 	}
-	switch len(positional) {
-	case 0:
+	switch {
+	case command == "serve" && len(positional) > 0:
+		return nil, &usageError{fmt.Sprintf("serve takes its plugins from -plugins DIR, not arguments: %s", strings.Join(positional, " "))}
+	case command == "serve" && cfg.pluginDir == "":
+		fs.Usage()
+		return nil, &usageError{"serve needs -plugins DIR"}
+	case command == "serve":
+	case len(positional) == 0:
 		fs.Usage()
 		return nil, &usageError{"run needs the path of a plugin (.wasm)"}
-	case 1:
+	case len(positional) == 1:
 		cfg.plugin = positional[0]
+		if cfg.name == "" {
+			cfg.name = agentNameOf(cfg.plugin)
+		}
+		if err := manifest.ValidName(cfg.name); err != nil {
+			return nil, &usageError{fmt.Sprintf("bad agent name %q (set one with -name): %v", cfg.name, err)}
+		}
 	default:
 		return nil, &usageError{fmt.Sprintf("run serves one plugin; got %d: %s", len(positional), strings.Join(positional, " "))}
+	}
+	if cfg.defaultAgent != "" {
+		if err := manifest.ValidName(cfg.defaultAgent); err != nil {
+			return nil, &usageError{fmt.Sprintf("bad -default %q: %v", cfg.defaultAgent, err)}
+		}
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
@@ -247,7 +299,18 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		go http.Serve(dln, http.DefaultServeMux) // net/http/pprof registers there
 		log.Info("serving the profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
-	log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+httpapi.Prefix, "data", cfg.dataDir)
+	if cfg.plugin != "" {
+		log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+httpapi.Prefix, "data", cfg.dataDir)
+	} else {
+		list, _ := srv.fleet.List(ctx)
+		ready := 0
+		for _, a := range list {
+			if a.State == "ready" {
+				ready++
+			}
+		}
+		log.Info("serving", "plugins", cfg.pluginDir, "agents", ready, "url", "http://"+ln.Addr().String()+"/agents", "data", cfg.dataDir)
+	}
 
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	reclaimed := make(chan struct{})
@@ -273,74 +336,100 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	return nil
 }
 
-// server is a wired agentrt: store, plugin, agent and HTTP API.
+// server is a wired agentrt: store, agents and HTTP API.
 type server struct {
 	store   *storage.Store
-	plugin  *runtime.Plugin
-	agent   *protocol.Agent
+	fleet   *fleet
 	handler http.Handler
-	// limiter is the plugin's; tests watch its queue.
+	// limiter bounds the instances of every plugin; tests watch its queue.
 	limiter *runtime.Limiter
+	// plugin is run's plugin, as it was loaded; nil for serve.
+	plugin *runtime.Plugin
+	// stopWatching stops following serve's plugin directory, and waits
+	// until it has stopped; nil for run.
+	stopWatching func()
 }
 
-// open wires a server from cfg. It fails, with one line that says what is
-// wrong, before anything is served.
+// open wires a server from cfg: run's plugin, or serve's directory of
+// plugins. It fails, with one line that says what is wrong, before
+// anything is served.
 func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error) {
-	if fi, err := os.Stat(cfg.plugin); err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", cfg.plugin, unwrapPath(err))
-	} else if fi.IsDir() {
-		return nil, fmt.Errorf("plugin %s is a directory, not a .wasm file", cfg.plugin)
+	if cfg.plugin != "" {
+		if fi, err := os.Stat(cfg.plugin); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", cfg.plugin, unwrapPath(err))
+		} else if fi.IsDir() {
+			return nil, fmt.Errorf("plugin %s is a directory, not a .wasm file", cfg.plugin)
+		}
 	}
 	store, err := storage.Open(ctx, cfg.dataDir, storage.Config{MinFreeDisk: cfg.minFreeDisk.bytes(), Log: log})
 	if err != nil {
 		return nil, err
 	}
-	hostCfg := hostapi.Config{MaxCalls: cfg.maxHostCalls}
-	cacheDir := cfg.cacheDir
-	if cacheDir == "" {
-		cacheDir = filepath.Join(cfg.dataDir, "cache")
-	}
 	limiter := runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait)
-	plugin, err := runtime.Load(ctx, cfg.plugin, runtime.Config{
-		CacheDir:         cacheDir,
-		MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
-		MaxTableEntries:  uint32(cfg.maxTableEntries),
-		MaxPluginBytes:   int64(cfg.maxPluginSize),
-		CallTimeout:      cfg.callTimeout,
-		Limiters:         []*runtime.Limiter{limiter},
-		HostModules: []runtime.HostModule{{
-			Name: abi.ImportModule,
-			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
-				return hostapi.Instantiate(ctx, r, hostCfg)
-			},
-		}},
-	})
+	srv := &server{store: store, limiter: limiter}
+	if cfg.plugin != "" {
+		srv.fleet = newFleet(cfg, store, limiter, "", log)
+		err = srv.fleet.openPlugin(ctx, cfg.plugin, cfg.name)
+		if err == nil {
+			srv.plugin = srv.fleet.agents[cfg.name].build.plugin
+		}
+	} else {
+		err = srv.openDir(ctx, cfg, log)
+	}
 	if err != nil {
-		store.Close()
+		srv.Close()
 		return nil, err
 	}
-	agent := protocol.NewAgent(store, pluginAdapter{plugin}, protocol.AgentConfig{
-		Limits: cfg.limits, PluginConfig: cfg.pluginConfig, Log: log,
+	srv.handler = httpapi.NewServer(srv.fleet, httpapi.ServerConfig{
+		MaxBodyBytes:        int64(cfg.maxBody),
+		BodyTimeout:         cfg.bodyTimeout,
+		MinBodyRate:         int64(cfg.minBodyRate),
+		MaxUploads:          cfg.maxUploads,
+		MaxUploadsPerClient: cfg.maxUploadsPer,
+		Log:                 log,
 	})
-	return &server{
-		store:   store,
-		plugin:  plugin,
-		agent:   agent,
-		limiter: limiter,
-		handler: httpapi.NewServer(agent, httpapi.ServerConfig{
-			MaxBodyBytes:        int64(cfg.maxBody),
-			BodyTimeout:         cfg.bodyTimeout,
-			MinBodyRate:         int64(cfg.minBodyRate),
-			MaxUploads:          cfg.maxUploads,
-			MaxUploadsPerClient: cfg.maxUploadsPer,
-			Log:                 log,
-		}),
-	}, nil
+	return srv, nil
 }
 
-// Close releases the plugin and the store.
+// openDir starts serve's fleet: it watches the plugin directory before it
+// loads what is there, so that no change is missed between the two.
+func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
+	s.fleet = newFleet(cfg, s.store, s.limiter, cfg.pluginDir, log)
+	w := &dirWatcher{dir: cfg.pluginDir, settle: cfg.settle, log: log, rescan: func() {}}
+	fw, err := w.watch()
+	if err != nil {
+		return err
+	}
+	if err := s.fleet.openDir(ctx); err != nil {
+		fw.Close()
+		return err
+	}
+	watchCtx, cancel := context.WithCancel(context.Background())
+	w.changed = func(name string) { s.fleet.syncFile(watchCtx, name) }
+	w.rescan = func() {
+		if err := s.fleet.syncAll(watchCtx); err != nil {
+			log.Warn("plugin directory", "err", err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(watchCtx, fw)
+	}()
+	s.stopWatching = func() { cancel(); <-done }
+	return nil
+}
+
+// Close releases the plugins and the store.
 func (s *server) Close() error {
-	return errors.Join(s.plugin.Close(context.Background()), s.store.Close())
+	if s.stopWatching != nil {
+		s.stopWatching()
+	}
+	var err error
+	if s.fleet != nil {
+		err = s.fleet.Close()
+	}
+	return errors.Join(err, s.store.Close())
 }
 
 // pluginAdapter connects the runtime to the agent: each handler call gets a
@@ -447,4 +536,24 @@ func (s *size) Set(v string) error {
 	}
 	*s = size(n * mult)
 	return nil
+}
+
+// agentNameOf is the name run gives the agent of the plugin file path: its
+// base name without .wasm, with each character an agent name cannot hold
+// turned into '-' ("my agent.wasm" serves "my-agent").
+func agentNameOf(path string) string {
+	name := []byte(strings.TrimSuffix(filepath.Base(path), pluginExt))
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			name[i] = '-'
+		}
+	}
+	s := strings.TrimLeft(string(name), "._-")
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		return "agent"
+	}
+	return s
 }

@@ -15,12 +15,12 @@ import (
 )
 
 // handleListArtifacts serves GET /ap/v1/agent/tasks/{task_id}/artifacts.
-func (s *Server) handleListArtifacts(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) handleListArtifacts(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
 	p, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	list, err := s.agent.ListArtifacts(r.Context(), ps.ByName("task_id"), p)
+	list, err := a.ListArtifacts(r.Context(), ps.ByName("task_id"), p)
 	if err != nil {
 		return err
 	}
@@ -36,20 +36,21 @@ const multipartOverhead = 64 << 10
 // The body is multipart/form-data with a "file" part and an optional
 // "relative_path" field, in either order. The file streams to disk as it
 // arrives; memory does not grow with its size.
-func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
 	release, err := s.uploads.acquire(r)
 	if err != nil {
 		return err
 	}
 	defer release()
-	up, err := s.agent.NewUpload(r.Context(), ps.ByName("task_id"))
+	up, err := a.NewUpload(r.Context(), ps.ByName("task_id"))
 	if err != nil {
 		return err
 	}
 	defer up.Discard()
 
 	paced := s.body(w, r, up.MaxSize()+multipartOverhead)
-	r.Body = io.NopCloser(paced)
+	headers := &partHeaders{r: paced, left: -1}
+	r.Body = io.NopCloser(headers)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return protocol.Errorf(protocol.EUNPROCESSABLE, "the body must be multipart/form-data with a \"file\" part: %v", err)
@@ -59,7 +60,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 		haveFile               bool
 	)
 	for {
-		part, err := mr.NextPart()
+		part, err := nextPart(mr, headers)
 		if err == io.EOF {
 			break
 		} else if err != nil {
@@ -133,8 +134,8 @@ func rawFileName(disposition string) string {
 
 // handleDownloadArtifact serves GET /ap/v1/agent/tasks/{task_id}/artifacts/{artifact_id}:
 // the artifact's exact bytes, with range requests supported.
-func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	art, f, err := s.agent.OpenArtifact(r.Context(), ps.ByName("task_id"), ps.ByName("artifact_id"))
+func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
+	art, f, err := a.OpenArtifact(r.Context(), ps.ByName("task_id"), ps.ByName("artifact_id"))
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,9 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", contentDisposition(art.FileName))
 	h.Set("X-Content-Type-Options", "nosniff")
-	cw := &contentErrorWriter{ResponseWriter: w}
+	// At the server's pace: a download that keeps it goes on however long
+	// it takes, one the client stops reading is cut off.
+	cw := &contentErrorWriter{ResponseWriter: s.answerWriter(w)}
 	http.ServeContent(cw, r, "", art.CreatedAt, f)
 	if cw.status != 0 {
 		h.Del("Content-Disposition")

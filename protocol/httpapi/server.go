@@ -37,12 +37,7 @@ type ServerConfig struct {
 	// upload is refused with 503 before its body is read.
 	MaxUploads          int
 	MaxUploadsPerClient int
-	// BasePath is where the agent is served: its routes are BasePath +
-	// Prefix + "/agent/...". "" serves it at the root; "/agents/NAME"
-	// serves one of several agents. It starts with "/" and does not end
-	// with one.
-	BasePath string
-	Log      *slog.Logger
+	Log                 *slog.Logger
 }
 
 // Defaults for ServerConfig.
@@ -54,20 +49,20 @@ const (
 	DefaultMaxUploadsPerClient = 8
 )
 
-// Server is the Agent Protocol's HTTP API over an Agent.
+// Server is the Agent Protocol's HTTP API over the agents it serves. Each
+// agent is served with the whole protocol under /agents/NAME (so a client
+// given the base URL http://HOST/agents/NAME works unchanged), and the
+// default agent, if there is one, at the root too. GET /agents lists the
+// agents, GET /agents/NAME describes one.
 type Server struct {
-	agent   *protocol.Agent
+	agents  Agents
 	router  *httprouter.Router
 	cfg     ServerConfig
 	uploads uploadSlots
 }
 
-// NewServer returns the HTTP API of agent. It panics on a BasePath that
-// is not a path as ServerConfig describes.
-func NewServer(agent *protocol.Agent, cfg ServerConfig) *Server {
-	if b := cfg.BasePath; b != "" && (b[0] != '/' || strings.HasSuffix(b, "/")) {
-		panic(fmt.Sprintf("httpapi: base path %q does not start with / or ends with /", b))
-	}
+// NewServer returns the HTTP API of agents.
+func NewServer(agents Agents, cfg ServerConfig) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -86,21 +81,25 @@ func NewServer(agent *protocol.Agent, cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{agent: agent, router: httprouter.New(), cfg: cfg,
+	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg,
 		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
-	base := cfg.BasePath + Prefix
-	r.GET(base+"/agent/tasks", s.handle(s.handleListTasks))
-	r.POST(base+"/agent/tasks", s.handle(s.handleCreateTask))
-	r.GET(base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
-	r.GET(base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
-	r.GET(base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
-	r.POST(base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
-	r.GET(base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
-	r.GET(base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
-	r.GET(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
-	r.POST(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
-	r.GET(base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+	for _, base := range []string{"", "/agents/:agent"} {
+		base += Prefix
+		r.GET(base+"/agent/tasks", s.handle(s.handleListTasks))
+		r.POST(base+"/agent/tasks", s.handle(s.handleCreateTask))
+		r.GET(base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
+		r.GET(base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
+		r.GET(base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
+		r.POST(base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
+		r.GET(base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
+		r.GET(base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
+		r.GET(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
+		r.POST(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
+		r.GET(base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+	}
+	r.GET("/agents", s.handleFleet(s.handleListAgents))
+	r.GET("/agents/:agent", s.handleFleet(s.handleGetAgent))
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, protocol.Errorf(protocol.ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
 	})
@@ -121,11 +120,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(w, r)
 }
 
-// handlerFunc is a route's handler; an error it returns is rendered by
-// writeError.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+// handlerFunc is a protocol route's handler, given the agent the route
+// names; an error it returns is rendered by writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error
 
+// handle finds the agent a route names (the default agent for the routes
+// at the root) and runs h with it.
 func (s *Server) handle(h handlerFunc) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		a, err := s.agents.Agent(ps.ByName("agent"))
+		if err == nil {
+			err = h(w, r, ps, a)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
+// handleFleet runs a route about the agents themselves.
+func (s *Server) handleFleet(h func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if err := h(w, r, ps); err != nil {
 			s.writeError(w, r, err)
@@ -147,6 +161,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case protocol.EMETHOD:
 		return http.StatusMethodNotAllowed
+	case protocol.ECONFLICT:
+		return http.StatusConflict
 	case protocol.EPLUGIN:
 		return http.StatusBadGateway
 	case protocol.ETIMEOUT:
@@ -206,9 +222,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
-// writeJSON writes v as the JSON response body.
+// writeJSON writes v as the JSON response body, ended by a newline. It
+// is not escaped for HTML as json.Marshal escapes it (<, > and & took 6
+// bytes each: an answer of names made of them was six times their size);
+// a string takes at most twice its bytes (a quote is \", U+2028 and
+// U+2029 are still escaped). The client must take the answer at the
+// server's pace (pacedAnswer), or its connection is closed.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := protocol.MarshalJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"message":"internal error","code":"internal"}`)
@@ -217,8 +238,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	paced := answerTo(w)
 	w.WriteHeader(status)
-	w.Write(b)
+	paced.Write(b)
 }
 
 // decodeBody decodes an optional JSON request body into v: an absent or

@@ -9,12 +9,12 @@ import (
 )
 
 // handleExecuteStep serves POST /ap/v1/agent/tasks/{task_id}/steps.
-func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
 	var body protocol.StepRequestBody
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	st, err := s.agent.ExecuteStep(r.Context(), ps.ByName("task_id"), body)
+	st, err := a.ExecuteStep(r.Context(), ps.ByName("task_id"), body)
 	if err != nil {
 		return err
 	}
@@ -23,12 +23,12 @@ func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps ht
 }
 
 // handleListSteps serves GET /ap/v1/agent/tasks/{task_id}/steps.
-func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
 	p, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	list, err := s.agent.ListSteps(r.Context(), ps.ByName("task_id"), p)
+	list, err := a.ListSteps(r.Context(), ps.ByName("task_id"), p)
 	if err != nil {
 		return err
 	}
@@ -37,8 +37,8 @@ func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, ps http
 }
 
 // handleGetStep serves GET /ap/v1/agent/tasks/{task_id}/steps/{step_id}.
-func (s *Server) handleGetStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	st, err := s.agent.GetStep(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
+func (s *Server) handleGetStep(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
+	st, err := a.GetStep(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
 	if err != nil {
 		return err
 	}
@@ -49,8 +49,8 @@ func (s *Server) handleGetStep(w http.ResponseWriter, r *http.Request, ps httpro
 // handleGetStepLogs serves GET /ap/v1/agent/tasks/{task_id}/steps/{step_id}/logs,
 // an extension: what the plugin logged, printed to stdout or stderr while
 // running the step.
-func (s *Server) handleGetStepLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	logs, err := s.agent.StepLogs(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
+func (s *Server) handleGetStepLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
+	logs, err := a.StepLogs(r.Context(), ps.ByName("task_id"), ps.ByName("step_id"))
 	if err != nil {
 		return err
 	}

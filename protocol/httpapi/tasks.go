@@ -9,12 +9,12 @@ import (
 )
 
 // handleCreateTask serves POST /ap/v1/agent/tasks.
-func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ httprouter.Params, a *protocol.Agent) error {
 	var body protocol.TaskRequestBody
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	t, err := s.agent.CreateTask(r.Context(), body)
+	t, err := a.CreateTask(r.Context(), body)
 	if err != nil {
 		return err
 	}
@@ -23,12 +23,12 @@ func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ http
 }
 
 // handleListTasks serves GET /ap/v1/agent/tasks.
-func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params, a *protocol.Agent) error {
 	p, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	list, err := s.agent.ListTasks(r.Context(), p)
+	list, err := a.ListTasks(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -37,8 +37,8 @@ func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httpr
 }
 
 // handleGetTask serves GET /ap/v1/agent/tasks/{task_id}.
-func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	t, err := s.agent.GetTask(r.Context(), ps.ByName("task_id"))
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
+	t, err := a.GetTask(r.Context(), ps.ByName("task_id"))
 	if err != nil {
 		return err
 	}
@@ -48,8 +48,8 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httpro
 
 // handleGetTaskLogs serves GET /ap/v1/agent/tasks/{task_id}/logs, an
 // extension: what the task handler logged when the task was created.
-func (s *Server) handleGetTaskLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	logs, err := s.agent.TaskLogs(r.Context(), ps.ByName("task_id"))
+func (s *Server) handleGetTaskLogs(w http.ResponseWriter, r *http.Request, ps httprouter.Params, a *protocol.Agent) error {
+	logs, err := a.TaskLogs(r.Context(), ps.ByName("task_id"))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// Agents are the agents a Server serves, by name.
+type Agents interface {
+	// Agent returns the agent named name, or the default agent for "".
+	// ENOTFOUND when there is no such agent (or no default).
+	Agent(name string) (*protocol.Agent, error)
+	// List describes every agent, in name order.
+	List(ctx context.Context) ([]AgentInfo, error)
+	// Info describes the agent named name. ENOTFOUND when there is none.
+	Info(ctx context.Context, name string) (*AgentInfo, error)
+}
+
+// AgentInfo describes an agent, as GET /agents and GET /agents/NAME serve
+// it.
+type AgentInfo struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Description string `json:"description"`
+	// File is the plugin's file.
+	File string `json:"file"`
+	// SHA256 is the sha256 of the build being served, in hex; "" when none
+	// is.
+	SHA256     string `json:"sha256"`
+	ABIVersion int    `json:"abi_version"`
+	// Handlers are the handlers the build defines: "task", "step",
+	// "artifact".
+	Handlers []string `json:"handlers"`
+	// Limits are the limits the agent runs under, named as the manifest
+	// names them.
+	Limits map[string]any `json:"limits"`
+	// State is "ready" (a build serves), "failed" (none could be loaded)
+	// or "removed" (its plugin is gone; its tasks stay readable).
+	State string `json:"state"`
+	// Error is why the last build failed to load: the agent's only one,
+	// or a newer one while the previous build keeps serving.
+	Error    string     `json:"error,omitempty"`
+	LoadedAt *time.Time `json:"loaded_at"`
+	// Tasks is how many tasks the agent has.
+	Tasks int `json:"tasks"`
+	// Default is whether the agent is also served at the root.
+	Default bool `json:"default"`
+}
+
+// agentList is the body of GET /agents.
+type agentList struct {
+	Agents []AgentInfo `json:"agents"`
+}
+
+// handleListAgents serves GET /agents.
+func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	list, err := s.agents.List(r.Context())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []AgentInfo{}
+	}
+	writeJSON(w, http.StatusOK, agentList{Agents: list})
+	return nil
+}
+
+// handleGetAgent serves GET /agents/{agent}.
+func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	info, err := s.agents.Info(r.Context(), ps.ByName("agent"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
