@@ -51,6 +51,10 @@ type fleet struct {
 	// retiring counts builds waiting for their last call to end before
 	// they are closed.
 	retiring sync.WaitGroup
+	// loads counts the loads the watcher started (syncFileAsync);
+	// fileLocks keeps two loads of one file from overlapping.
+	loads     sync.WaitGroup
+	fileLocks sync.Map // file name → *sync.Mutex
 }
 
 // fleetAgent is one agent: its protocol.Agent, and the build serving it.
@@ -378,9 +382,54 @@ func (f *fleet) syncFile(ctx context.Context, file string) {
 	if !res.exists {
 		// A plugin refused the name the removed one had may have it now.
 		for _, name := range f.forgetFailed() {
-			f.syncFile(ctx, name)
+			f.syncFileAsync(ctx, name)
 		}
 	}
+}
+
+// syncFileAsync is syncFile on a goroutine of its own: plugins that change
+// together compile in parallel, while the loads of one file follow each
+// other in order. waitLoads waits for them.
+func (f *fleet) syncFileAsync(ctx context.Context, file string) {
+	mu, _ := f.fileLocks.LoadOrStore(file, &sync.Mutex{})
+	f.loads.Add(1)
+	go func() {
+		defer f.loads.Done()
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+		if ctx.Err() == nil {
+			f.syncFile(ctx, file)
+		}
+	}()
+}
+
+// waitLoads waits for the loads syncFileAsync started.
+func (f *fleet) waitLoads() { f.loads.Wait() }
+
+// pluginFiles lists the plugin files of the directory and those the fleet
+// knows of, gone or not.
+func (f *fleet) pluginFiles() ([]string, error) {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return nil, fmt.Errorf("plugin directory: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if name := pluginFileName(e.Name()); name != "" && !e.IsDir() {
+			seen[name] = true
+		}
+	}
+	f.mu.RLock()
+	for name := range f.files {
+		seen[name] = true
+	}
+	f.mu.RUnlock()
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 // forgetFailed returns the plugin files that serve no agent, and forgets
@@ -400,31 +449,15 @@ func (f *fleet) forgetFailed() []string {
 }
 
 // syncAll loads every plugin of the directory, and forgets those gone: at
-// start, and when the watcher may have missed changes. Plugins compile in
+// start, before the watcher runs. Plugins compile in
 // parallel (wazero's compilation cache makes a restart's fast); results
 // are applied in file name order, so which of two files claiming one
 // agent name wins does not depend on which compiled first.
 func (f *fleet) syncAll(ctx context.Context) error {
-	entries, err := os.ReadDir(f.dir)
+	names, err := f.pluginFiles()
 	if err != nil {
-		return fmt.Errorf("plugin directory: %w", err)
+		return err
 	}
-	seen := map[string]bool{}
-	for _, e := range entries {
-		if name := pluginFileName(e.Name()); name != "" && !e.IsDir() {
-			seen[name] = true
-		}
-	}
-	f.mu.RLock()
-	for name := range f.files {
-		seen[name] = true // gone, or still there
-	}
-	f.mu.RUnlock()
-	names := make([]string, 0, len(seen))
-	for name := range seen {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 
 	type result struct {
 		res       loaded

@@ -405,10 +405,14 @@ func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger) 
 		return err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
-	w.changed = func(name string) { s.fleet.syncFile(watchCtx, name) }
+	w.changed = func(name string) { s.fleet.syncFileAsync(watchCtx, name) }
 	w.rescan = func() {
-		if err := s.fleet.syncAll(watchCtx); err != nil {
+		names, err := s.fleet.pluginFiles()
+		if err != nil {
 			log.Warn("plugin directory", "err", err)
+		}
+		for _, name := range names {
+			s.fleet.syncFileAsync(watchCtx, name)
 		}
 	}
 	done := make(chan struct{})
@@ -416,7 +420,7 @@ func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger) 
 		defer close(done)
 		w.run(watchCtx, fw)
 	}()
-	s.stopWatching = func() { cancel(); <-done }
+	s.stopWatching = func() { cancel(); <-done; s.fleet.waitLoads() }
 	return nil
 }
 
