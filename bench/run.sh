@@ -79,29 +79,8 @@ if [ "$(node -p "try{require('$BENCH/js/node_modules/agent-protocol/package.json
 fi
 
 # ------------------------------------------------------------------ temp + cleanup
-TMP_ROOT="${BENCH_TMP:-${TMPDIR:-/tmp}}"
-WORK="$(mktemp -d "$TMP_ROOT/agentrt-bench.XXXXXX")" || die "cannot create a temp dir in $TMP_ROOT"
-SERVER_PID=""
-stop_server() {
-	if [ -n "$SERVER_PID" ]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		local i
-		for ((i = 0; i < 50; i++)); do
-			kill -0 "$SERVER_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -9 "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-		SERVER_PID=""
-	fi
-}
-cleanup() {
-	stop_server
-	rm -rf -- "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$ROOT/bench/lib.sh"
+bench_workdir agentrt-bench
 
 # Snapshot the binary and plugins: others may rebuild them while we run.
 mkdir -p "$WORK/bin" "$WORK/plugins"
