@@ -66,7 +66,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request, _ http
 	if list == nil {
 		list = []AgentInfo{}
 	}
-	writeJSON(w, http.StatusOK, agentList{Agents: list})
+	s.writeJSON(w, http.StatusOK, agentList{Agents: list})
 	return nil
 }
 
@@ -76,6 +76,6 @@ func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request, ps httpr
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, info)
+	s.writeJSON(w, http.StatusOK, info)
 	return nil
 }

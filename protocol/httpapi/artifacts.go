@@ -24,7 +24,7 @@ func (s *Server) handleListArtifacts(w http.ResponseWriter, r *http.Request, ps 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list)
+	s.writeJSON(w, http.StatusOK, list)
 	return nil
 }
 
@@ -105,7 +105,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, art)
+	s.writeJSON(w, http.StatusOK, art)
 	return nil
 }
 
@@ -146,7 +146,9 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	h.Set("X-Content-Type-Options", "nosniff")
 	// At the server's pace: a download that keeps it goes on however long
 	// it takes, one the client stops reading is cut off.
-	cw := &contentErrorWriter{ResponseWriter: s.answerWriter(w)}
+	paced := s.answerWriter(w)
+	defer paced.finish()
+	cw := &contentErrorWriter{ResponseWriter: paced}
 	http.ServeContent(cw, r, "", art.CreatedAt, f)
 	if cw.status != 0 {
 		h.Del("Content-Disposition")

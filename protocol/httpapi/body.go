@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
@@ -28,20 +26,9 @@ import (
 // handler read before it answers, and a body that never came held the
 // answer back for as long as the client liked. Handlers that read the
 // body move the deadline on as it comes (body).
-//
-// It also readies the request's answer to be paced (pacedAnswer): it
-// lifts the write deadline an earlier answer on the same connection left,
-// which would fail what net/http writes before this answer (a 100
-// Continue), and notes the server's pace for writeJSON, which is given
-// the writer alone.
 func (s *Server) paceUnread(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
 	if r.ContentLength != 0 { // else no body: net/http reads ahead for the next request, with its own deadlines
-		rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout + paceSlack))
-	}
-	if rc.SetWriteDeadline(time.Time{}) == nil {
-		answerPaces.Store(w, pace{grace: s.cfg.BodyTimeout, rate: s.cfg.MinBodyRate})
-		context.AfterFunc(r.Context(), func() { answerPaces.Delete(w) }) // net/http ends the context with the request
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout + paceSlack))
 	}
 }
 
@@ -65,20 +52,6 @@ type pace struct {
 // been taken.
 func (p pace) deadline(start time.Time, n int64) time.Time {
 	return start.Add(p.grace + time.Duration(float64(n)/float64(p.rate)*float64(time.Second)))
-}
-
-// answerPaces holds the pace of every answer being served, by its
-// ResponseWriter (paceUnread), for writeJSON, which is given the writer
-// alone. A writer no server noted is paced by the defaults.
-var answerPaces sync.Map
-
-// answerTo returns w paced as paceUnread noted.
-func answerTo(w http.ResponseWriter) *pacedAnswer {
-	p := pace{grace: DefaultBodyTimeout, rate: DefaultMinBodyRate}
-	if v, ok := answerPaces.Load(w); ok {
-		p = v.(pace)
-	}
-	return newPacedAnswer(w, p)
 }
 
 // answerWriter returns w paced as the server paces answers.
@@ -116,6 +89,15 @@ func newPacedAnswer(w http.ResponseWriter, p pace) *pacedAnswer {
 func (a *pacedAnswer) extendTo(d time.Time) {
 	if a.rc.SetWriteDeadline(d) == nil {
 		a.set = d
+	}
+}
+
+// finish sends what the answer's writer still buffers while the pace
+// holds: net/http would flush it after the handler, with no deadline (it
+// lifts the write deadline once the request is done).
+func (a *pacedAnswer) finish() {
+	if !a.set.IsZero() {
+		a.rc.Flush()
 	}
 }
 

@@ -63,7 +63,7 @@ func TestAnswersAreNotEscapedForHTML(t *testing.T) {
 	// What encoding/json escapes for JavaScript it still escapes: the
 	// answer is JSON every parser reads as the same text.
 	rec := httptest.NewRecorder()
-	writeJSON(rec, http.StatusOK, map[string]string{"s": "<>&\u2028\u2029\"\\\x01"})
+	(&Server{}).writeJSON(rec, http.StatusOK, map[string]string{"s": "<>&\u2028\u2029\"\\\x01"})
 	if got, want := rec.Body.String(), `{"s":"<>&\u2028\u2029\"\\\u0001"}`+"\n"; got != want {
 		t.Errorf("writeJSON writes %q, want %q", got, want)
 	}

@@ -219,16 +219,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusInternalServerError || status == http.StatusInsufficientStorage {
 		s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, body)
+	s.writeJSON(w, status, body)
 }
 
-// writeJSON writes v as the JSON response body, ended by a newline. It
-// is not escaped for HTML as json.Marshal escapes it (<, > and & took 6
-// bytes each: an answer of names made of them was six times their size);
-// a string takes at most twice its bytes (a quote is \", U+2028 and
-// U+2029 are still escaped). The client must take the answer at the
-// server's pace (pacedAnswer), or its connection is closed.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as the JSON response body, ended by a newline,
+// without escaping for HTML (protocol.MarshalJSON). An answer over
+// maxUnpacedAnswer must be taken at the server's pace (pacedAnswer), or
+// its connection is closed; a smaller one fits in what the connection
+// buffers, client and server side, and costs no deadline.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := protocol.MarshalJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -238,10 +237,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	paced := answerTo(w)
-	w.WriteHeader(status)
+	if len(b) <= maxUnpacedAnswer {
+		w.WriteHeader(status)
+		w.Write(b)
+		return
+	}
+	paced := s.answerWriter(w)
+	defer paced.finish()
+	paced.WriteHeader(status)
 	paced.Write(b)
 }
+
+// maxUnpacedAnswer is the largest answer written without a deadline: it
+// fits in the client's initial receive window, so it is sent even to a
+// client that never reads, and nothing waits on it.
+const maxUnpacedAnswer = 16 << 10
 
 // decodeBody decodes an optional JSON request body into v: an absent or
 // empty body, or null, leaves v as it is. Anything else must be one JSON

@@ -18,7 +18,7 @@ func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps ht
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, st)
 	return nil
 }
 
@@ -32,7 +32,7 @@ func (s *Server) handleListSteps(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list)
+	s.writeJSON(w, http.StatusOK, list)
 	return nil
 }
 
@@ -42,7 +42,7 @@ func (s *Server) handleGetStep(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeJSON(w, http.StatusOK, st)
 	return nil
 }
 
@@ -54,6 +54,6 @@ func (s *Server) handleGetStepLogs(w http.ResponseWriter, r *http.Request, ps ht
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, logList{Logs: logs})
+	s.writeJSON(w, http.StatusOK, logList{Logs: logs})
 	return nil
 }

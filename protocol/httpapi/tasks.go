@@ -18,7 +18,7 @@ func (s *Server) handleCreateTask(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
+	s.writeJSON(w, http.StatusOK, t)
 	return nil
 }
 
@@ -32,7 +32,7 @@ func (s *Server) handleListTasks(w http.ResponseWriter, r *http.Request, _ httpr
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list)
+	s.writeJSON(w, http.StatusOK, list)
 	return nil
 }
 
@@ -42,7 +42,7 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
+	s.writeJSON(w, http.StatusOK, t)
 	return nil
 }
 
@@ -53,7 +53,7 @@ func (s *Server) handleGetTaskLogs(w http.ResponseWriter, r *http.Request, ps ht
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, logList{Logs: logs})
+	s.writeJSON(w, http.StatusOK, logList{Logs: logs})
 	return nil
 }
 
