@@ -95,8 +95,10 @@ func (a *pacedAnswer) extendTo(d time.Time) {
 // finish sends what the answer's writer still buffers while the pace
 // holds: net/http would flush it after the handler, with no deadline (it
 // lifts the write deadline once the request is done).
+// An answer that wrote nothing is not flushed: its handler may yet
+// answer an error instead (a download's unsatisfiable Range).
 func (a *pacedAnswer) finish() {
-	if !a.set.IsZero() {
+	if a.n > 0 && !a.set.IsZero() {
 		a.rc.Flush()
 	}
 }
