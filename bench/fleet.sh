@@ -115,21 +115,9 @@ have() { case " $HAVE " in *" $1 "*) return 0 ;; esac; return 1; }
 have go || die "$PLUGIN_DIR/echo-go.wasm not found: run 'make $PLUGIN_DIR/echo-go.wasm'"
 
 # ------------------------------------------------------------------ helpers
-# cpu_ticks PID: user+system clock ticks the process has used so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-CLK_TCK="$(getconf CLK_TCK)"
-# busy_ticks: clock ticks all CPUs of the machine spent busy so far.
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 # status_kib PID FIELD: a field of /proc/PID/status in KiB (VmRSS, RssAnon, RssFile).
 status_kib() { awk -v f="$2:" '$1 == f { print $2; exit }' "/proc/$1/status"; }
 
-field() { # field LINE KEY
-	local kv
-	for kv in $1; do
-		[ "${kv%%=*}" = "$2" ] && { echo "${kv#*=}"; return; }
-	done
-	echo "?"
-}
 
 # server_failed MSG: agentrt misbehaved: show its log and stop everything.
 server_failed() {
@@ -289,19 +277,6 @@ RESULTS="$WORK/http.tsv"
 HTTP_PLUGINS="$WORK/http-plugins" # what serve serves: echo-go, echo-tinygo, echo-rust
 HTTP_CACHE="$WORK/http-cache"     # shared by every server of this part, warmed first
 
-run_wrk() { # run_wrk SCRIPT DURATION BASE [IDS_FILE]: prints the WRK_RESULT line
-	local script="$1" dur="$2" base="$3" ids="${4:-}" out
-	local args=(-t"$THREADS" -c"$CONNS" -d"$dur" --timeout 10s -s "$BENCH/wrk/$script" "$base/agent/tasks")
-	[ -n "$ids" ] && args+=(-- "$ids")
-	out="$(wrk "${args[@]}" 2>&1)" || {
-		printf '%s\n' "$out" | sed 's/^/    /' >&2
-		die "wrk failed"
-	}
-	printf '%s\n' "$out" | grep '^WRK_RESULT ' || {
-		printf '%s\n' "$out" | sed 's/^/    /' >&2
-		die "wrk printed no WRK_RESULT line"
-	}
-}
 
 # http_server KIND LANG: starts "agentrt run" on echo-LANG or "agentrt serve"
 # on the directory of echo plugins; sets BASE to the agent's /ap/v1 URL.
@@ -325,7 +300,7 @@ http_server() {
 
 # measure SCENARIO KIND ROUND
 measure() {
-	local scen="$1" kind="$2" round="$3" lang script ids="" line t0 t1 m0 m1
+	local scen="$1" kind="$2" round="$3" lang script ids=""
 	case "$scen" in
 	create) lang=go script=create_task.lua ;;
 	step-*) lang="${scen#step-}" script=execute_step.lua ;;
@@ -336,23 +311,11 @@ measure() {
 		"$WORK/seed" -url "$BASE" -n "$STEP_TASKS" -c 16 -out "$ids" 2>>"$WORK/seed.log" ||
 			{ tail -n 5 "$WORK/seed.log" >&2; server_failed "seeding $STEP_TASKS tasks on $kind echo-$lang failed"; }
 	fi
-	run_wrk "$script" "$WARMUP" "$BASE" "$ids" >/dev/null
-	t0="$(cpu_ticks "$SERVER_PID")"
-	m0="$(busy_ticks)"
-	line="$(run_wrk "$script" "$DURATION" "$BASE" "$ids")"
-	m1="$(busy_ticks)"
-	t1="$(cpu_ticks "$SERVER_PID")"
+	local stats rps p50 p99 errs cores cpu_us others
+	stats="$(measure_wrk "$script" "$BASE" "$ids")" # set -e: a failed run ends the script
+	read -r rps p50 p99 errs cores cpu_us others <<<"$stats"
 	kill -0 "$SERVER_PID" 2>/dev/null || server_failed "$kind died during the $scen run"
 	stop_server
-	local rps p50 p99 reqs dur errs cores cpu_us others
-	rps="$(field "$line" rps)"
-	p50="$(field "$line" p50_ms)"
-	p99="$(field "$line" p99_ms)"
-	reqs="$(field "$line" requests)"
-	dur="$(field "$line" duration_s)"
-	errs=$(($(field "$line" non2xx) + $(field "$line" connect_err) + $(field "$line" read_err) + $(field "$line" write_err) + $(field "$line" timeouts)))
-	read -r cores cpu_us others < <(awk -v a="$t0" -v b="$t1" -v ma="$m0" -v mb="$m1" -v hz="$CLK_TCK" -v d="$dur" -v n="$reqs" \
-		'BEGIN { s = (b - a) / hz; o = ((mb - ma) / hz - s) / d; printf "%.2f %.0f %.2f\n", s / d, (n > 0 ? s * 1e6 / n : 0), (o > 0 ? o : 0) }')
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scen" "$kind" "$round" "$rps" "$p50" "$p99" "$errs" "$cores" "$cpu_us" "$others" >>"$RESULTS"
 	log "$(printf '%-11s %-5s round %d: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d  server %.2f cores, %s us CPU/req; wrk+others %.2f cores' \
 		"$scen" "$kind" "$round" "$rps" "$p50" "$p99" "$errs" "$cores" "$cpu_us" "$others")"

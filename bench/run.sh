@@ -146,41 +146,12 @@ start_server() {
 	SERVER_DIR="$dir"
 }
 
-# cpu_ticks PID: user+system clock ticks the process has used so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-CLK_TCK="$(getconf CLK_TCK)"
-# busy_ticks: clock ticks all CPUs of the machine spent busy so far.
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-
-# run_wrk SCRIPT DURATION [IDS_FILE]: prints the WRK_RESULT line.
-run_wrk() {
-	local script="$1" dur="$2" ids="${3:-}" out
-	local args=(-t"$THREADS" -c"$CONNS" -d"$dur" --timeout 10s -s "$BENCH/wrk/$script" "$BASE/agent/tasks")
-	[ -n "$ids" ] && args+=(-- "$ids")
-	out="$(wrk "${args[@]}" 2>&1)" || {
-		printf '%s\n' "$out" | sed 's/^/    /' >&2
-		die "wrk failed"
-	}
-	printf '%s\n' "$out" | grep '^WRK_RESULT ' || {
-		printf '%s\n' "$out" | sed 's/^/    /' >&2
-		die "wrk printed no WRK_RESULT line"
-	}
-}
-
-field() { # field LINE KEY
-	local kv
-	for kv in $1; do
-		[ "${kv%%=*}" = "$2" ] && { echo "${kv#*=}"; return; }
-	done
-	echo "?"
-}
-
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
 
 # measure SCENARIO SERVER ROUND
 measure() {
-	local scen="$1" name="$2" round="$3" script ids="" line t0 t1 m0 m1
+	local scen="$1" name="$2" round="$3" script ids=""
 	start_server "$name"
 	case "$scen" in
 	create) script=create_task.lua ;;
@@ -197,24 +168,11 @@ measure() {
 			{ tail -n 5 "$WORK/seed.log" >&2; die "seeding $STEP_TASKS tasks on $name failed"; }
 		;;
 	esac
-	run_wrk "$script" "$WARMUP" "$ids" >/dev/null
-	t0="$(cpu_ticks "$SERVER_PID")"
-	m0="$(busy_ticks)"
-	line="$(run_wrk "$script" "$DURATION" "$ids")"
-	m1="$(busy_ticks)"
-	t1="$(cpu_ticks "$SERVER_PID")"
+	local stats rps p50 p99 errs cores cpu_us others
+	stats="$(measure_wrk "$script" "$BASE" "$ids")" # set -e: a failed run ends the script
+	read -r rps p50 p99 errs cores cpu_us others <<<"$stats"
 	kill -0 "$SERVER_PID" 2>/dev/null || die "$name died during the $scen run (log: $SERVER_LOG)"
 	stop_server
-	local rps p50 p99 reqs dur errs cores cpu_us others
-	rps="$(field "$line" rps)"
-	p50="$(field "$line" p50_ms)"
-	p99="$(field "$line" p99_ms)"
-	reqs="$(field "$line" requests)"
-	dur="$(field "$line" duration_s)"
-	errs=$(($(field "$line" non2xx) + $(field "$line" connect_err) + $(field "$line" read_err) + $(field "$line" write_err) + $(field "$line" timeouts)))
-	# The machine's busy cores minus the server's: wrk plus whatever else runs.
-	read -r cores cpu_us others < <(awk -v a="$t0" -v b="$t1" -v ma="$m0" -v mb="$m1" -v hz="$CLK_TCK" -v d="$dur" -v n="$reqs" \
-		'BEGIN { s = (b - a) / hz; o = ((mb - ma) / hz - s) / d; printf "%.2f %.0f %.2f\n", s / d, (n > 0 ? s * 1e6 / n : 0), (o > 0 ? o : 0) }')
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scen" "$name" "$round" "$rps" "$p50" "$p99" "$errs" "$cores" "$cpu_us" "$others" >>"$RESULTS"
 	log "$(printf '%-6s %-15s round %d: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d  server %.2f cores, %s us CPU/req; wrk+others %.2f cores' \
 		"$scen" "$name" "$round" "$rps" "$p50" "$p99" "$errs" "$cores" "$cpu_us" "$others")"

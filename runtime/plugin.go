@@ -121,6 +121,24 @@ type Plugin struct {
 // once to run its initialization and check its ABI version. Every error is
 // one line that says what is wrong with the plugin.
 func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
+	code, err := readPlugin(path, cfg.maxPluginBytes())
+	if err != nil {
+		return nil, err
+	}
+	return Compile(ctx, path, code, cfg)
+}
+
+func (cfg Config) maxPluginBytes() int64 {
+	if cfg.MaxPluginBytes <= 0 {
+		return DefaultMaxPluginBytes
+	}
+	return cfg.MaxPluginBytes
+}
+
+// Compile is Load of the plugin whose code a caller has read already (its
+// SHA256 is that code's); name names it in errors.
+func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin, error) {
+	path := name
 	if cfg.MemoryLimitPages == 0 {
 		cfg.MemoryLimitPages = DefaultMemoryLimitPages
 	}
@@ -130,14 +148,12 @@ func Load(ctx context.Context, path string, cfg Config) (*Plugin, error) {
 	if cfg.MaxTableEntries == 0 {
 		cfg.MaxTableEntries = DefaultMaxTableEntries
 	}
-	if cfg.MaxPluginBytes <= 0 {
-		cfg.MaxPluginBytes = DefaultMaxPluginBytes
-	}
-	code, err := readPlugin(path, cfg.MaxPluginBytes)
-	if err != nil {
-		return nil, err
+	cfg.MaxPluginBytes = cfg.maxPluginBytes()
+	if n := int64(len(code)); n > cfg.MaxPluginBytes {
+		return nil, fmt.Errorf("plugin %s is %d bytes, over the limit of %d bytes for a plugin", path, n, cfg.MaxPluginBytes)
 	}
 	sum := sha256.Sum256(code) // of the bytes compiled: the file may change meanwhile
+	var err error
 	if !bytes.HasPrefix(code, []byte("\x00asm")) {
 		return nil, fmt.Errorf("plugin %s is not a WebAssembly module (no \\0asm header)", path)
 	}

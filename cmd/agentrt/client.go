@@ -504,31 +504,41 @@ func (s *clientSession) page() client.Page {
 	return client.Page{Current: s.opts.page, Size: s.opts.pageSize}
 }
 
-func clientTasks(ctx context.Context, s *clientSession, _ []string) error {
+// listed fetches what a list command shows: every page with --all, else
+// the page asked for. With --json it prints them (all pages as
+// {"KEY": [...]}, one page as the server's answer) and printed is true.
+func listed[T, L any](ctx context.Context, s *clientSession, key string,
+	all func(context.Context) ([]T, error),
+	page func(context.Context, client.Page) (*L, error),
+	items func(*L) ([]T, *client.Pagination),
+) (list []T, p *client.Pagination, printed bool, err error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	var (
-		tasks []client.Task
-		p     *client.Pagination
-	)
 	if s.opts.all {
-		all, err := s.c.AllTasks(ctx)
-		if err != nil {
-			return err
-		}
-		tasks = all
-		if s.flags.json {
-			return s.printJSON(map[string]any{"tasks": nonNil(tasks)})
-		}
-	} else {
-		l, err := s.c.ListTasks(ctx, s.page())
-		if err != nil {
-			return err
+		if list, err = all(ctx); err != nil {
+			return nil, nil, false, err
 		}
 		if s.flags.json {
-			return s.printJSON(l)
+			return nil, nil, true, s.printJSON(map[string]any{key: nonNil(list)})
 		}
-		tasks, p = l.Tasks, &l.Pagination
+		return list, nil, false, nil
+	}
+	l, err := page(ctx, s.page())
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if s.flags.json {
+		return nil, nil, true, s.printJSON(l)
+	}
+	list, p = items(l)
+	return list, p, false, nil
+}
+
+func clientTasks(ctx context.Context, s *clientSession, _ []string) error {
+	tasks, p, printed, err := listed(ctx, s, "tasks", s.c.AllTasks, s.c.ListTasks,
+		func(l *client.TaskListResponse) ([]client.Task, *client.Pagination) { return l.Tasks, &l.Pagination })
+	if printed || err != nil {
+		return err
 	}
 	if len(tasks) > 0 {
 		tw := tabwriter.NewWriter(s.env.stdout, 0, 0, 2, ' ', 0)
@@ -543,30 +553,17 @@ func clientTasks(ctx context.Context, s *clientSession, _ []string) error {
 }
 
 func clientSteps(ctx context.Context, s *clientSession, args []string) error {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
-	var (
-		steps []client.Step
-		p     *client.Pagination
-	)
-	if s.opts.all {
-		all, err := s.c.AllSteps(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		steps = all
-		if s.flags.json {
-			return s.printJSON(map[string]any{"steps": nonNil(steps)})
-		}
-	} else {
-		l, err := s.c.ListSteps(ctx, args[0], s.page())
-		if err != nil {
-			return err
-		}
-		if s.flags.json {
-			return s.printJSON(l)
-		}
-		steps, p = l.Steps, &l.Pagination
+	taskID := args[0]
+	steps, p, printed, err := listed(ctx, s, "steps",
+		func(ctx context.Context) ([]client.Step, error) { return s.c.AllSteps(ctx, taskID) },
+		func(ctx context.Context, pg client.Page) (*client.TaskStepsListResponse, error) {
+			return s.c.ListSteps(ctx, taskID, pg)
+		},
+		func(l *client.TaskStepsListResponse) ([]client.Step, *client.Pagination) {
+			return l.Steps, &l.Pagination
+		})
+	if printed || err != nil {
+		return err
 	}
 	if len(steps) > 0 {
 		tw := tabwriter.NewWriter(s.env.stdout, 0, 0, 2, ' ', 0)
@@ -586,29 +583,20 @@ func clientSteps(ctx context.Context, s *clientSession, args []string) error {
 }
 
 func clientArtifacts(ctx context.Context, s *clientSession, args []string) error {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
-	if s.opts.all {
-		arts, err := s.c.AllArtifacts(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		if s.flags.json {
-			return s.printJSON(map[string]any{"artifacts": nonNil(arts)})
-		}
-		s.printArtifacts(arts, "", "")
-		s.printCount(len(arts), nil, "artifact")
-		return nil
-	}
-	l, err := s.c.ListArtifacts(ctx, args[0], s.page())
-	if err != nil {
+	taskID := args[0]
+	arts, p, printed, err := listed(ctx, s, "artifacts",
+		func(ctx context.Context) ([]client.Artifact, error) { return s.c.AllArtifacts(ctx, taskID) },
+		func(ctx context.Context, pg client.Page) (*client.TaskArtifactsListResponse, error) {
+			return s.c.ListArtifacts(ctx, taskID, pg)
+		},
+		func(l *client.TaskArtifactsListResponse) ([]client.Artifact, *client.Pagination) {
+			return l.Artifacts, &l.Pagination
+		})
+	if printed || err != nil {
 		return err
 	}
-	if s.flags.json {
-		return s.printJSON(l)
-	}
-	s.printArtifacts(l.Artifacts, "", "")
-	s.printCount(len(l.Artifacts), &l.Pagination, "artifact")
+	s.printArtifacts(arts, "", "")
+	s.printCount(len(arts), p, "artifact")
 	return nil
 }
 

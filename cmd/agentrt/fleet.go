@@ -173,8 +173,9 @@ func tighter[T int | int64 | time.Duration](op T, v *T, zeroIsNone bool) T {
 	return min(op, *v)
 }
 
-// loadPlugin compiles the plugin at path to run under limits.
-func (f *fleet) loadPlugin(ctx context.Context, path string, l agentLimits) (*runtime.Plugin, error) {
+// loadPlugin compiles the plugin at path to run under limits; code, when
+// not nil, is what the caller read of the file.
+func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agentLimits) (*runtime.Plugin, error) {
 	hostCfg := hostapi.Config{MaxCalls: l.maxHostCalls}
 	limiters := []*runtime.Limiter{f.limiter}
 	if l.maxInstances > 0 {
@@ -182,7 +183,7 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, l agentLimits) (*ru
 		// agent's instances holds none of the fleet's.
 		limiters = []*runtime.Limiter{runtime.NewLimiter(l.maxInstances, f.cfg.maxQueue, f.cfg.queueWait), f.limiter}
 	}
-	return runtime.Load(ctx, path, runtime.Config{
+	cfg := runtime.Config{
 		CacheDir:         f.cacheDir,
 		MemoryLimitPages: uint32(l.memory / (64 << 10)),
 		MaxTableEntries:  uint32(l.maxTableEntries),
@@ -195,7 +196,11 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, l agentLimits) (*ru
 				return hostapi.Instantiate(ctx, r, hostCfg)
 			},
 		}},
-	})
+	}
+	if code != nil {
+		return runtime.Compile(ctx, path, code, cfg)
+	}
+	return runtime.Load(ctx, path, cfg)
 }
 
 // loadFile loads the plugin file NAME of the plugin directory with its
@@ -223,7 +228,11 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 	if unchanged {
 		return res, true
 	}
-	if err != nil && !errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, errTooLarge):
+		res.err = fmt.Errorf("plugin %s is over the limit of %d bytes for a plugin", wasmPath, int64(f.cfg.maxPluginSize))
+		return res, false
+	case err != nil:
 		res.err = fmt.Errorf("read %s: %w", wasmPath, unwrapPath(err))
 		return res, false
 	}
@@ -248,7 +257,7 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 		res.name = m.Name
 	}
 	l := f.limitsFor(m)
-	p, err := f.loadPlugin(ctx, wasmPath, l)
+	p, err := f.loadPlugin(ctx, wasmPath, code, l)
 	if err != nil {
 		res.err = err
 		return res, false
@@ -539,7 +548,7 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 		return fmt.Errorf("plugin %s is a directory, not a .wasm file", path)
 	}
 	l := f.operatorLimits()
-	p, err := f.loadPlugin(ctx, path, l)
+	p, err := f.loadPlugin(ctx, path, nil, l)
 	if err != nil {
 		return err
 	}

@@ -423,3 +423,18 @@ func TestARestartServesTheSameAgentsWithTheCacheWarmOrCold(t *testing.T) {
 		ts.stop()
 	}
 }
+
+// A plugin over --max-plugin-size fails alone, refused before it is read
+// whole.
+func TestAPluginOverTheSizeLimitFailsItsAgentOnly(t *testing.T) {
+	dir := t.TempDir()
+	putFile(t, filepath.Join(dir, "small.wasm"), pluginBytes(t, examplePlugin(t, "echo-rust")))
+	putFile(t, filepath.Join(dir, "big.wasm"), pluginBytes(t, examplePlugin(t, "echo-tinygo")))
+	ts := serveDir(t, dir, func(c *runConfig) { c.maxPluginSize = 100 << 10 })
+	if info := ts.agentInfo("small"); info == nil || info.State != "ready" {
+		t.Fatalf("small: %+v, want ready", info)
+	}
+	if info := ts.agentInfo("big"); info == nil || info.State != "failed" || !strings.Contains(info.Error, "over the limit of 102400 bytes") {
+		t.Errorf("big: %+v, want failed, over the size limit", info)
+	}
+}

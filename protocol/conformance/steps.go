@@ -229,6 +229,20 @@ type washingtonRun struct {
 }
 
 // washington runs the official suite's task once per session.
+// washingtonWithArtifacts is the official suite's task once it has run,
+// for the checks that need the agent to have created an artifact: they
+// are skipped, saying so, when it created none.
+func (s *session) washingtonWithArtifacts() (*washingtonRun, error) {
+	w, err := s.washington()
+	if err != nil {
+		return nil, err
+	}
+	if len(w.artifacts) == 0 {
+		return nil, skipf("needs an agent that creates an artifact: none of %d steps of the official suite's task (%q) created one", len(w.steps), washingtonInput)
+	}
+	return w, nil
+}
+
 func (s *session) washington() (*washingtonRun, error) {
 	if s.officialRun != nil {
 		return s.officialRun, s.officialRun.err
