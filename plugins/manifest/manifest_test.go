@@ -255,6 +255,53 @@ func TestParseRefusesWithOneLineNamingTheFileAndTheField(t *testing.T) {
 	}
 }
 
+// TestPropertyNamesRefusalNamesItsObject pins where a refused setting
+// name is reported. The validator reports a propertyNames error at a
+// location that a field validated after it may overwrite, depending on
+// map order; read naively, the refusal named that field instead (one run
+// in five) and fell back on the schema's multi-line words.
+func TestPropertyNamesRefusalNamesItsObject(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"description":"","settings":{"":"2"},"version":"1"}`,
+			`manifest x.json: settings: want a name for every setting, got ""`},
+		{`{"description":"","10":{},"settings":{"":"2"},"8":{}}`,
+			`manifest x.json: unknown field "10"`},
+	} {
+		// Map order decides what the validator overwrites: enough runs
+		// that an order that breaks it comes up.
+		for range 200 {
+			_, err := Parse("x.json", strings.NewReader(tc.in))
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Parse(%s):\n got %v\nwant %s", tc.in, err, tc.want)
+			}
+		}
+	}
+	// propertyNamesLocation reads the location from the keyword's path
+	// in the schema, which holds only where no $ref leads to it.
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, sub := range obj {
+			if k == "propertyNames" {
+				for i, tok := range path {
+					if i%2 == 0 && tok != "properties" {
+						t.Errorf("propertyNames at /%s is not reached through properties alone", strings.Join(path, "/"))
+					}
+				}
+			}
+			walk(sub, append(path[:len(path):len(path)], k))
+		}
+	}
+	var doc any
+	if err := json.Unmarshal(Schema, &doc); err != nil {
+		t.Fatal(err)
+	}
+	walk(doc, nil)
+}
+
 func TestParseEnforcesTheSchema(t *testing.T) {
 	// A schema that asks more than Parse's own checks: its refusal still
 	// refuses, in its words, at its field.

@@ -73,6 +73,9 @@ type refusal struct {
 // each field additionalProperties refuses, else one for its value.
 func (d *document) refusals(leaf *jsonschema.ValidationError) []refusal {
 	loc := leaf.InstanceLocation
+	if _, ok := leaf.ErrorKind.(*kind.PropertyNames); ok {
+		loc = propertyNamesLocation(leaf.SchemaURL)
+	}
 	ap, ok := leaf.ErrorKind.(*kind.AdditionalProperties)
 	if !ok {
 		return []refusal{{d.at[pointer(loc)], loc, false, leaf}}
@@ -83,6 +86,29 @@ func (d *document) refusals(leaf *jsonschema.ValidationError) []refusal {
 		rs = append(rs, refusal{d.at[pointer(field)], field, true, leaf})
 	}
 	return rs
+}
+
+// propertyNamesLocation is the location of the object whose names the
+// propertyNames keyword at schemaURL checks, read from the keyword's own
+// location ("…#/properties/settings/propertyNames" is settings).
+//
+// The validator's InstanceLocation cannot be used for such an error:
+// jsonschema v6.0.3 stores the slice it is still appending to, so a
+// sibling value validated after it overwrites it (the error then names
+// another field, depending on map order). The schema has no propertyNames
+// reached through a $ref, where this reading would not hold;
+// TestPropertyNamesRefusalNamesItsObject pins both.
+func propertyNamesLocation(schemaURL string) []string {
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	toks := strings.Split(strings.TrimPrefix(frag, "/"), "/")
+	var loc []string
+	for i := 0; i+1 < len(toks); i++ {
+		if toks[i] == "properties" {
+			i++
+			loc = append(loc, strings.NewReplacer("~1", "/", "~0", "~").Replace(toks[i]))
+		}
+	}
+	return loc
 }
 
 // explain says what is wrong, as Parse reports it: an unknown field, or
