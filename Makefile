@@ -30,17 +30,25 @@ LANGS      := go tinygo rust
 # Every example that exists in a language, as build/plugins/<example>-<lang>.wasm.
 PLUGINS    := $(foreach e,$(EXAMPLES),$(foreach l,$(LANGS),$(if $(wildcard examples/$(e)/$(if $(filter tinygo,$(l)),go,$(l))),$(PLUGIN_DIR)/$(e)-$(l).wasm)))
 
-GO_KIT     := $(wildcard plugins/go/*.go plugins/abi/*.go)
+GO_KIT     := $(wildcard plugins/go/*.go plugins/abi/*.go plugins/go.mod)
 RUST_KIT   := $(wildcard plugins/rust/Cargo.toml plugins/rust/src/*.rs)
-HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi -name '*.go' -not -name '*_test.go') \
-              $(wildcard storage/migrations/*.sql) go.mod go.sum
+HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi plugins/manifest -name '*.go' -not -name '*_test.go') \
+              $(wildcard storage/migrations/*.sql plugins/manifest/schema.json) go.mod go.sum plugins/go.mod plugins/manifest/go.mod
 
-# Go fuzz targets, as package:Target. "make test" runs each for
+# The Go modules of the repository: the host, the plugin kit (plugins/: the
+# ABI package and the Go/TinyGo kit, which plugins import) and the manifest
+# parser. "go test ./..." in one does not reach into another.
+GO_MODULES := . plugins plugins/manifest
+# The lowest Go the kit promises plugin authors (the go line of
+# plugins/go.mod): the kit is built and tested with it (test-kit-go).
+KIT_GO     := $(shell sed -n 's/^go \([0-9.]*\)$$/\1/p' plugins/go.mod)
+
+# Go fuzz targets, as module:package:Target. "make test" runs each for
 # FUZZTIME_TEST; "make fuzz" for FUZZTIME each (seed corpora in each
 # package's testdata/fuzz/; what a run finds new stays in Go's cache, and a
 # failing input is written to testdata/fuzz/ for a test to keep).
-FUZZ_TARGETS   := ./protocol/httpapi:FuzzDecodeRequestBody ./protocol:FuzzCheckJSON ./protocol/wire:FuzzResultDecoding ./protocol:FuzzStepResult \
-                  ./protocol:FuzzLogRecordSize ./plugins/abi:FuzzDecodeInput ./runtime:FuzzPrepareModule ./plugins/manifest:FuzzParse
+FUZZ_TARGETS   := .:./protocol/httpapi:FuzzDecodeRequestBody .:./protocol:FuzzCheckJSON .:./protocol/wire:FuzzResultDecoding .:./protocol:FuzzStepResult \
+                  .:./protocol:FuzzLogRecordSize plugins:./abi:FuzzDecodeInput .:./runtime:FuzzPrepareModule plugins/manifest:.:FuzzParse
 FUZZTIME_TEST  ?= 4s
 FUZZTIME       ?= 2m
 
@@ -84,10 +92,12 @@ serve: build/agentrt plugins
 toolchains:
 	scripts/toolchains.sh
 
-test: toolchains plugins build/agentrt test-go test-rust fuzz-short conformance
+test: toolchains plugins build/agentrt test-go test-kit-go test-rust fuzz-short conformance
 
 test-go: plugins
-	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 ./...
+	for m in $(GO_MODULES); do \
+		(cd $$m && AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 ./...) || exit 1; \
+	done
 	@# Resident memory after attacks is measured without the race detector,
 	@# whose shadow memory would hide it.
 	AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -count=1 -run 'TestHostile(Wasm|Go)Plugin' ./cmd/agentrt
@@ -107,8 +117,17 @@ fuzz-short:
 
 fuzz:
 	for t in $(FUZZ_TARGETS); do \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+		m=$${t%%:*} rest=$${t#*:}; \
+		(cd $$m && $(GO) test -run '^$$' -fuzz "^$${rest#*:}$$" -fuzztime $(FUZZTIME) "$${rest%%:*}") || exit 1; \
 	done
+
+# The kit with the lowest Go it promises (KIT_GO): its packages built for
+# wasip1 and its tests run. GOTOOLCHAIN fetches that Go from the module
+# proxy once (into the module cache).
+.PHONY: test-kit-go
+test-kit-go:
+	cd plugins && GOTOOLCHAIN=go$(KIT_GO).0 GOOS=wasip1 GOARCH=wasm $(GO) build ./...
+	cd plugins && GOTOOLCHAIN=go$(KIT_GO).0 $(GO) test -count=1 ./...
 
 # "agentrt check" against the washington example in every language, each on
 # a fresh server; and the protocol's official suite (newman) against the same
@@ -126,16 +145,20 @@ conformance: build/agentrt $(PLUGINS) | toolchains
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: needs formatting:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./plugins/... ./examples/...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./examples/...
+	cd plugins && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	for m in $(GO_MODULES); do (cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...) || exit 1; done
 	@# -e: a module proxy may refuse google/pprof, a test-only dependency of
 	@# modernc.org/sqlite; tidy still settles everything our build needs.
-	@mkdir -p build && cp go.mod build/go.mod.before && cp go.sum build/go.sum.before
-	@$(GO) mod tidy -e 2>/dev/null
-	@if ! cmp -s go.mod build/go.mod.before || ! cmp -s go.sum build/go.sum.before; then \
-		echo "go.mod/go.sum are not tidy (go mod tidy -e changes them):"; diff -u build/go.mod.before go.mod || true; \
-		cp build/go.mod.before go.mod; cp build/go.sum.before go.sum; exit 1; fi
+	@mkdir -p build/tidy
+	@for m in $(GO_MODULES); do \
+		b=build/tidy/$$(echo $$m | tr / _); mkdir -p $$b; cp $$m/go.mod $$b/; [ ! -f $$m/go.sum ] || cp $$m/go.sum $$b/; \
+		(cd $$m && $(GO) mod tidy -e 2>/dev/null); \
+		if ! cmp -s $$m/go.mod $$b/go.mod || { [ -f $$m/go.sum ] && ! cmp -s $$m/go.sum $$b/go.sum; }; then \
+			echo "$$m/go.mod or go.sum is not tidy (go mod tidy -e changes them):"; diff -u $$b/go.mod $$m/go.mod || true; \
+			cp $$b/go.mod $$m/; [ ! -f $$b/go.sum ] || cp $$b/go.sum $$m/; exit 1; fi; \
+	done
 
 bench: build/agentrt plugins
 	bench/run.sh
