@@ -32,8 +32,11 @@ var allowedImports = map[string][]string{
 	"runtime":              {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
 	"hostapi":              {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
 	// What plugin authors import: nothing of the host.
-	"plugins/abi": {},
-	"plugins/go":  {"plugins/abi"},
+	"plugins/abi":                 {},
+	"plugins/go":                  {"plugins/abi", "plugins/go/internal/harness"},
+	"plugins/go/internal/harness": {},
+	// The kit's test harness, which plugins' tests import.
+	"plugins/go/agenttest": {"plugins/abi", "plugins/go", "plugins/go/internal/harness"},
 	// An agent's manifest, checked against its JSON Schema.
 	"plugins/manifest": {"github.com/santhosh-tekuri/jsonschema/v6"},
 	"cmd/agentrt":      {"*"},

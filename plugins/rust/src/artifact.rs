@@ -76,7 +76,7 @@ mod tests {
         assert_eq!(e.code(), Some(ErrorCode::BadPath));
         assert_eq!(
             e.message(),
-            "artifact_create: file name \"a/b.txt\" is not a plain name"
+            "artifact_create: file name \"a/b.txt\" is not a plain name; put directories in relative_path"
         );
         let e = publish_file("missing", "m.txt", "").unwrap_err();
         assert!(e.is_not_found());

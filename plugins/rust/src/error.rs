@@ -101,6 +101,75 @@ impl From<crate::json::ParseError> for Error {
     }
 }
 
+// `?` on the standard library's errors: each becomes an Error with its
+// message. (A blanket `impl<E: std::error::Error> From<E>` would clash with
+// `From<&str>` and `From<String>`, which Rust's coherence rules do not let
+// stand beside it.) For any other error, use [`Context`]: `.context("...")?`.
+macro_rules! from_std_errors {
+    ($($t:ty),* $(,)?) => {
+        $(
+            impl From<$t> for Error {
+                fn from(e: $t) -> Error {
+                    Error::new(e.to_string())
+                }
+            }
+        )*
+    };
+}
+
+from_std_errors!(
+    std::io::Error,
+    std::fmt::Error,
+    std::num::ParseIntError,
+    std::num::ParseFloatError,
+    std::num::TryFromIntError,
+    std::str::ParseBoolError,
+    std::str::Utf8Error,
+    std::string::FromUtf8Error,
+    std::char::ParseCharError,
+    std::array::TryFromSliceError,
+    std::time::SystemTimeError,
+    Box<dyn std::error::Error>,
+    Box<dyn std::error::Error + Send + Sync>,
+);
+
+/// Adds what was being done to any error, turning it into an [`Error`], so
+/// that `?` works on results of any error type:
+///
+/// ```
+/// use agentrt::{Context, Error};
+///
+/// fn limit(text: &str) -> Result<u32, Error> {
+///     let n: u32 = text.trim().parse().context("the limit")?;
+///     Ok(n)
+/// }
+/// assert_eq!(limit("ten").unwrap_err().message(), "the limit: invalid digit found in string");
+/// ```
+pub trait Context<T> {
+    /// On error, an [`Error`] whose message is `what: ` and the error's.
+    fn context(self, what: &str) -> Result<T, Error>;
+}
+
+impl<T, E: fmt::Display> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, Error> {
+        self.map_err(|e| {
+            let message = e.to_string();
+            if what.is_empty() {
+                Error::new(message)
+            } else {
+                Error::new(format!("{}: {}", what, message))
+            }
+        })
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    /// On `None`, an [`Error`] whose message is `what` and ` is missing`.
+    fn context(self, what: &str) -> Result<T, Error> {
+        self.ok_or_else(|| Error::new(format!("{} is missing", what)))
+    }
+}
+
 /// Returns the error with which an artifact handler refuses an upload: the
 /// client gets a 422 with `reason`, and nothing is kept.
 ///

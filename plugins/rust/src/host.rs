@@ -112,7 +112,7 @@ fn sized_read(func: &str, call: impl FnMut(*mut u8, i32) -> i32) -> Result<Vec<u
 }
 
 /// The error of a failed call of `func`, with the host's message from
-/// `last_error`: "workspace_read: no such file: a.txt".
+/// `last_error`: `workspace_read: no file "a.txt" in the task's workspace`.
 pub(crate) fn host_error(func: &str, code: i32) -> Error {
     // SAFETY: the host writes at most cap bytes at buf.
     let msg =

@@ -22,6 +22,9 @@ use std::fmt;
 use std::ops::Index;
 use std::str::FromStr;
 
+mod typed;
+pub use typed::{field, FromValue, ToValue};
+
 /// The deepest nesting of arrays and objects [`parse`] accepts; deeper input
 /// is refused rather than overflowing the plugin's stack.
 ///

@@ -105,13 +105,16 @@ pub mod exports;
 pub mod json;
 pub mod workspace;
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
 #[cfg(test)]
 mod golden_tests;
 
 pub use agent::{Artifact, PlannedStep, Request, Step, StepResult, Task};
 pub use artifact::{create_artifact, publish_file};
 pub use config::config;
-pub use error::{reject, Error, ErrorCode};
+pub use error::{reject, Context, Error, ErrorCode};
 pub use log::{debug, error, info, log, warn, Level};
 
 /// Defines the plugin's exports from its handlers.
@@ -162,6 +165,18 @@ macro_rules! export_agent {
         compile_error!("export_agent!: the step handler is required: export_agent!(step = on_step)");
     };
     (@collect [$s:expr] $t:tt $a:tt) => {
+        /// The handlers, for [`agentrt::test_host!`](agentrt::test_host)
+        /// in the crate's tests.
+        #[cfg(not(target_arch = "wasm32"))]
+        #[doc(hidden)]
+        pub fn __agentrt_handlers() -> $crate::testing::Handlers {
+            $crate::testing::Handlers {
+                step: || $crate::exports::on_step($s),
+                task: $crate::export_agent!(@handler on_task $t),
+                artifact: $crate::export_agent!(@handler on_artifact $a),
+            }
+        }
+
         const _: () = {
             #[no_mangle]
             pub extern "C" fn agentrt_abi_version() -> i32 {
@@ -188,6 +203,10 @@ macro_rules! export_agent {
                 $crate::export_agent!(@call on_artifact "artifact" $a)
             }
         };
+    };
+    (@handler $run:ident []) => { ::std::option::Option::None };
+    (@handler $run:ident [$h:expr]) => {
+        ::std::option::Option::Some((|| $crate::exports::$run($h)) as fn() -> i32)
     };
     (@given []) => { false };
     (@given [$h:expr]) => { true };

@@ -49,6 +49,46 @@ pub fn error(message: &str) {
     log(Level::Error, message)
 }
 
+/// Logs a formatted line at a level: `agentrt::log!(Level::Warn, "{} left", n)`.
+/// [`debug!`](crate::debug!), [`info!`](crate::info!), [`warn!`](crate::warn!)
+/// and [`error!`](crate::error!) name the level.
+///
+/// ```
+/// let words = 3;
+/// agentrt::info!("counted {} words in {}", words, "notes.txt");
+/// agentrt::log!(agentrt::Level::Debug, "raw input: {:?}", "a b c");
+/// ```
+#[macro_export]
+macro_rules! log {
+    ($level:expr, $($arg:tt)+) => {
+        $crate::log($level, &::std::format!($($arg)+))
+    };
+}
+
+/// Logs a formatted line at level debug (see [`log!`](crate::log!)).
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Debug, $($arg)+) };
+}
+
+/// Logs a formatted line at level info (see [`log!`](crate::log!)).
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Info, $($arg)+) };
+}
+
+/// Logs a formatted line at level warn (see [`log!`](crate::log!)).
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Warn, $($arg)+) };
+}
+
+/// Logs a formatted line at level error (see [`log!`](crate::log!)).
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)+) => { $crate::log!($crate::Level::Error, $($arg)+) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +102,11 @@ mod tests {
         warn("w");
         error("e");
         log(Level::Info, "héllo\nworld");
+        crate::debug!("{} + {}", 1, 2);
+        crate::info!("in {}", "a.txt");
+        crate::warn!("{:?}", "q");
+        crate::error!("plain");
+        crate::log!(Level::Warn, "{}", 'x');
         let logs = fake::with(|s| s.logs.clone());
         assert_eq!(
             logs,
@@ -70,7 +115,12 @@ mod tests {
                 (1, "i".into()),
                 (2, "w".into()),
                 (3, "e".into()),
-                (1, "héllo\nworld".to_string())
+                (1, "héllo\nworld".to_string()),
+                (0, "1 + 2".into()),
+                (1, "in a.txt".into()),
+                (2, "\"q\"".into()),
+                (3, "plain".into()),
+                (2, "x".into()),
             ]
         );
     }

@@ -130,12 +130,15 @@ mod tests {
         let e = read("missing.txt").unwrap_err();
         assert_eq!(e.code(), Some(ErrorCode::NotFound));
         assert_eq!(e.raw_code(), Some(-3));
-        assert_eq!(e.message(), "workspace_read: no such file: missing.txt");
+        assert_eq!(
+            e.message(),
+            "workspace_read: no file \"missing.txt\" in the task's workspace"
+        );
         let e = write("../escape", b"x").unwrap_err();
         assert_eq!(e.code(), Some(ErrorCode::BadPath));
         assert_eq!(
             e.to_string(),
-            "workspace_write: path \"../escape\" is refused"
+            "workspace_write: path \"../escape\" leaves the task's workspace (\"..\")"
         );
         assert_eq!(
             delete("nope").unwrap_err().code(),

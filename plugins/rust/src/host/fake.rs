@@ -1,7 +1,9 @@
-//! An in-memory host for running the kit outside WebAssembly (its unit
-//! tests). It has the `agentrt_v1` functions' raw signatures and follows
-//! plugins/ABI.md: sized reads, negative codes, `last_error`. Its state is
-//! per thread, so tests do not share it. Until a test calls [`begin`], every
+//! An in-memory host for running the kit outside WebAssembly: the kit's
+//! unit tests, and [`testing`](crate::testing), the harness a plugin's own
+//! tests use. It has the `agentrt_v1` functions' raw signatures and
+//! follows plugins/ABI.md: sized reads, negative codes, `last_error`, paths
+//! checked as the host checks them. Its state is per thread, so tests do
+//! not share it. Until a call begins ([`begin`], [`begin_call`]), every
 //! function answers "not allowed", as the real host does outside a call.
 #![allow(dead_code)] // parts serve only the tests
 
@@ -28,6 +30,8 @@ pub(crate) struct State {
     pub last_error: String,
     /// Calls of input, to check the sized-read protocol.
     pub input_calls: usize,
+    /// The number in the last id handed out: an artifact's id is the next.
+    pub last_id: u64,
 }
 
 thread_local! {
@@ -43,6 +47,16 @@ pub(crate) fn begin(input: &str) {
             ..State::default()
         })
     });
+}
+
+/// Starts a call with `state`, for the harness.
+pub(crate) fn begin_call(state: State) {
+    STATE.with(|s| *s.borrow_mut() = Some(state));
+}
+
+/// Ends the call in progress and returns its state.
+pub(crate) fn end_call() -> State {
+    STATE.with(|s| s.borrow_mut().take().expect("no fake call in progress"))
 }
 
 /// Runs `f` on the state of the call in progress.
@@ -94,13 +108,82 @@ unsafe fn copy_out(data: &[u8], buf: *mut u8, cap: i32) -> i32 {
     data.len() as i32
 }
 
-fn check_path(s: &mut State, path: &str) -> Result<(), i32> {
-    if path.is_empty() || path.starts_with('/') || path.split('/').any(|seg| seg == "..") {
-        return Err(fail(
+/// Cleans a workspace path as the host does ("./a//b" is "a/b"), or fails
+/// the call with ERR_BAD_PATH as the host would.
+fn check_path(s: &mut State, path: &str) -> Result<String, i32> {
+    match clean_dir(path) {
+        Ok(p) if p.is_empty() => Err(fail(
             s,
             abi::ERR_BAD_PATH,
-            &format!("path {:?} is refused", path),
+            &format!("path {:?} names no file", path),
+        )),
+        Ok(p) => Ok(p),
+        Err(msg) => Err(fail(s, abi::ERR_BAD_PATH, &msg)),
+    }
+}
+
+/// Cleans a workspace directory ("" is the root), refusing what the host
+/// refuses (plugins/ABI.md, "Paths"): absolute paths, "..", backslashes,
+/// control characters, names over 255 bytes, paths over 1024 bytes or 32
+/// directories.
+pub(crate) fn clean_dir(path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Ok(String::new());
+    }
+    if path.contains('\\') {
+        return Err(format!(
+            "path {:?} contains a backslash; use / between names",
+            path
         ));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(format!("path {:?} contains a control character", path));
+    }
+    if path.len() > 1024 {
+        return Err("path is longer than 1024 bytes".into());
+    }
+    if path.starts_with('/') {
+        return Err(format!(
+            "path {:?} is absolute; paths are relative to the task's workspace",
+            path
+        ));
+    }
+    let mut kept = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => continue,
+            ".." => {
+                return Err(format!(
+                    "path {:?} leaves the task's workspace (\"..\")",
+                    path
+                ))
+            }
+            s if s.len() > 255 => {
+                return Err(format!(
+                    "a name in path {:?} is longer than 255 bytes",
+                    path
+                ))
+            }
+            s => kept.push(s),
+        }
+    }
+    if kept.len() > 32 {
+        return Err(format!("path {:?} is deeper than 32 directories", path));
+    }
+    Ok(kept.join("/"))
+}
+
+/// Refuses a file where a directory is, or a directory where a file is.
+fn check_write(s: &mut State, path: &str) -> Result<(), i32> {
+    for other in s.files.keys() {
+        let msg = if other.starts_with(path) && other[path.len()..].starts_with('/') {
+            format!("{:?} is a directory, not a file", path)
+        } else if path.starts_with(other.as_str()) && path[other.len()..].starts_with('/') {
+            format!("a directory in {:?} is a file", path)
+        } else {
+            continue;
+        };
+        return Err(fail(s, abi::ERR_BAD_PATH, &msg));
     }
     Ok(())
 }
@@ -160,12 +243,20 @@ pub unsafe fn host_artifact_create(
             }
         };
         let name = parsed["file_name"].as_str().unwrap_or("");
-        if name.is_empty() || name.contains('/') {
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
             return fail(
                 s,
                 abi::ERR_BAD_PATH,
-                &format!("file name {:?} is not a plain name", name),
+                &format!(
+                    "file name {:?} is not a plain name; put directories in relative_path",
+                    name
+                ),
             );
+        }
+        if let Err(msg) =
+            clean_dir(name).and_then(|_| clean_dir(parsed["relative_path"].as_str().unwrap_or("")))
+        {
+            return fail(s, abi::ERR_BAD_PATH, &msg);
         }
         let mut data = bytes(data, data_len).to_vec();
         if let Some(path) = parsed["workspace_path"].as_str() {
@@ -176,18 +267,34 @@ pub unsafe fn host_artifact_create(
                     "data_len must be 0 with a workspace_path",
                 );
             }
-            match s.files.get(path) {
+            let path = match check_path(s, path) {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            match s.files.get(&path) {
                 Some(d) => data = d.clone(),
-                None => return fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+                None => {
+                    return fail(
+                        s,
+                        abi::ERR_NOT_FOUND,
+                        &format!("no file {:?} in the task's workspace", path),
+                    )
+                }
             }
         }
         s.artifacts.push((meta, data));
+        s.last_id += 1;
         if !id_out.is_null() {
-            let id = format!("00000000-0000-4000-8000-{:012}", s.artifacts.len());
+            let id = fake_id(s.last_id);
             std::ptr::copy_nonoverlapping(id.as_ptr(), id_out, 36);
         }
         0
     })
+}
+
+/// The id numbered n, shaped as the host's.
+pub(crate) fn fake_id(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{:012}", n)
 }
 
 pub unsafe fn host_last_error(buf: *mut u8, cap: i32) -> i32 {
@@ -200,12 +307,18 @@ pub unsafe fn host_workspace_read(path: *const u8, path_len: i32, buf: *mut u8, 
             Ok(p) => p,
             Err(code) => return code,
         };
-        if let Err(code) = check_path(s, path) {
-            return code;
-        }
+        let path = match check_path(s, path) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let path = path.as_str();
         match s.files.get(path) {
             Some(data) => copy_out(data, buf, cap),
-            None => fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+            None => fail(
+                s,
+                abi::ERR_NOT_FOUND,
+                &format!("no file {:?} in the task's workspace", path),
+            ),
         }
     })
 }
@@ -221,7 +334,12 @@ pub unsafe fn host_workspace_write(
             Ok(p) => p,
             Err(code) => return code,
         };
-        if let Err(code) = check_path(s, path) {
+        let path = match check_path(s, path) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let path = path.as_str();
+        if let Err(code) = check_write(s, path) {
             return code;
         }
         s.files
@@ -260,15 +378,23 @@ pub unsafe fn host_workspace_stat(path: *const u8, path_len: i32, buf: *mut u8, 
             Ok(p) => p,
             Err(code) => return code,
         };
-        if let Err(code) = check_path(s, path) {
-            return code;
-        }
+        let path = match check_path(s, path) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let path = path.as_str();
         if let Some(answer) = &s.stat_answer {
             return copy_out(answer.as_bytes(), buf, cap);
         }
         let info = match s.files.get(path) {
             Some(data) => file_info(path, data).to_json(),
-            None => return fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+            None => {
+                return fail(
+                    s,
+                    abi::ERR_NOT_FOUND,
+                    &format!("no file {:?} in the task's workspace", path),
+                )
+            }
         };
         copy_out(info.as_bytes(), buf, cap)
     })
@@ -280,12 +406,18 @@ pub unsafe fn host_workspace_delete(path: *const u8, path_len: i32) -> i32 {
             Ok(p) => p,
             Err(code) => return code,
         };
-        if let Err(code) = check_path(s, path) {
-            return code;
-        }
+        let path = match check_path(s, path) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let path = path.as_str();
         match s.files.remove(path) {
             Some(_) => 0,
-            None => fail(s, abi::ERR_NOT_FOUND, &format!("no such file: {}", path)),
+            None => fail(
+                s,
+                abi::ERR_NOT_FOUND,
+                &format!("no file {:?} in the task's workspace", path),
+            ),
         }
     })
 }

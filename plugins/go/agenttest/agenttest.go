@@ -1,0 +1,375 @@
+// Package agenttest runs a plugin's handlers in the test process, on the
+// build machine, against an in-memory host: each task has a workspace, its
+// artifacts and its log, and the host has the operator's settings.
+//
+// A plugin's test registers nothing of its own: the handlers its init
+// function registered with the kit are the ones run.
+//
+//	func TestAnswers(t *testing.T) {
+//		host := agenttest.New()
+//		task, err := host.CreateTask("write a haiku")
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		step, err := task.Step("go on")
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if step.Output != "..." || !step.IsLast {
+//			t.Errorf("step = %+v", step)
+//		}
+//		data, err := task.ReadFile("poem.txt")
+//		...
+//	}
+//
+// The host follows agentrt's rules where a plugin can tell: a task handler
+// runs when the task is created and may plan steps; a step runs the oldest
+// planned step, else a new one; a failed call's artifacts are dropped and
+// its failure is recorded on the step; an upload is placed in the
+// workspace before the artifact handler runs and taken back when the
+// handler rejects it; paths are checked as the host checks them. It does
+// not hold a handler to agentrt's limits (time, memory, sizes, counts):
+// "agentrt call" runs one handler in the real sandbox, under them.
+//
+// The handlers run in this process, not in WebAssembly: what they print
+// goes to the test's output, a panic is reported as the kit reports it,
+// and os.Exit ends the test binary. Handler calls are serialized, across
+// Hosts too: the kit has one host at a time.
+package agenttest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+	agent "github.com/agentrt/agentrt/plugins/go"
+	"github.com/agentrt/agentrt/plugins/go/internal/harness"
+)
+
+// Host is an in-memory agentrt host for one agent's tasks.
+type Host struct {
+	// Config is what agent.Config returns: the operator's settings.
+	Config map[string]string
+
+	mu     sync.Mutex
+	nextID int
+}
+
+// New returns a host with no tasks and no settings.
+func New() *Host { return &Host{Config: map[string]string{}} }
+
+// Request is a create-task or execute-step request: an input, and an
+// additional input that marshals to a JSON object (nil: {}).
+type Request struct {
+	Input           string
+	AdditionalInput any
+}
+
+// Task is a task of the host.
+type Task struct {
+	ID              string
+	Input           string
+	AdditionalInput json.RawMessage
+
+	host      *Host
+	files     map[string]file
+	artifacts []Artifact
+	steps     []*Step
+	logs      []Log
+}
+
+// Step is a step of a task: planned (Status "created") or run
+// ("completed").
+type Step struct {
+	ID string
+	// Name is the name it was planned with, or the one its handler gave.
+	Name            string
+	Status          string
+	Input           string
+	AdditionalInput json.RawMessage
+	// Planned is true for a step the task handler planned.
+	Planned bool
+	// Output is the step's output ("" when the handler left it null).
+	Output string
+	// AdditionalOutput is the step's additional_output (nil for null); a
+	// failed step's is {"error": {"code": ..., "message": ...}}.
+	AdditionalOutput json.RawMessage
+	IsLast           bool
+	// Artifacts are the artifacts the step created.
+	Artifacts []Artifact
+	// Logs is what the step's handler logged.
+	Logs []Log
+}
+
+// Artifact is an artifact of a task, with its bytes.
+type Artifact struct {
+	ID           string
+	AgentCreated bool
+	FileName     string
+	// RelativePath is its directory in the workspace ("" for the root).
+	RelativePath string
+	// StepID is the step that created it ("" for none).
+	StepID string
+	Data   []byte
+}
+
+// Path is where the artifact sits in the task's workspace.
+func (a Artifact) Path() string {
+	if a.RelativePath == "" {
+		return a.FileName
+	}
+	return a.RelativePath + "/" + a.FileName
+}
+
+// Log is one line a handler logged.
+type Log struct {
+	// Level is "debug", "info", "warn" or "error".
+	Level   string
+	Message string
+}
+
+// Failure is a handler's failure, as agentrt reports it to the client.
+type Failure struct {
+	// Handler is "task", "step" or "artifact".
+	Handler string
+	// Message is why it failed: the handler's error, or the kit's account
+	// of a panic.
+	Message string
+	// Logs is what the handler logged before it failed.
+	Logs []Log
+}
+
+func (f *Failure) Error() string { return f.Handler + " handler failed: " + f.Message }
+
+// CreateTask creates a task with input, running the task handler if the
+// plugin registered one. When the handler fails, no task is created and
+// the error is a *Failure.
+func (h *Host) CreateTask(input string) (*Task, error) {
+	return h.CreateTaskWith(Request{Input: input})
+}
+
+// CreateTaskWith is CreateTask with an additional input.
+func (h *Host) CreateTaskWith(req Request) (*Task, error) {
+	addl, err := object(req.AdditionalInput)
+	if err != nil {
+		return nil, fmt.Errorf("additional input: %w", err)
+	}
+	h.mu.Lock()
+	h.nextID++
+	t := &Task{ID: id(h.nextID), Input: req.Input, AdditionalInput: addl, host: h, files: map[string]file{}}
+	h.mu.Unlock()
+	k, err := kit()
+	if err != nil {
+		return nil, err
+	}
+	if k.Handlers()&abi.HandlerBitTask == 0 {
+		return t, nil
+	}
+	c := t.call(abi.Input{ABI: abi.Version, Handler: abi.HandlerTask, Task: t.message()}, "")
+	code := c.run(k.OnTask)
+	var res abi.TaskResult
+	if msg := c.result(code, &res); msg != "" {
+		return nil, &Failure{Handler: abi.HandlerTask, Message: msg, Logs: c.logs}
+	}
+	for i, p := range res.Steps {
+		addl, err := object(p.AdditionalInput)
+		if err != nil {
+			return nil, &Failure{Handler: abi.HandlerTask, Message: fmt.Sprintf("planned a step with a bad value: steps[%d].additional_input: %v", i, err), Logs: c.logs}
+		}
+		t.steps = append(t.steps, &Step{ID: t.newID(), Name: p.Name, Status: "created", Input: deref(p.Input),
+			AdditionalInput: addl, Planned: true})
+	}
+	t.logs = append(t.logs, c.logs...)
+	t.artifacts = append(t.artifacts, c.artifacts...)
+	return t, nil
+}
+
+// Step executes the task's next step with input: its oldest planned step,
+// else a new one. When the handler fails, the step is recorded with the
+// failure in its AdditionalOutput, and the error is a *Failure.
+func (t *Task) Step(input string) (*Step, error) {
+	return t.StepWith(Request{Input: input})
+}
+
+// StepWith is Step with an additional input.
+func (t *Task) StepWith(req Request) (*Step, error) {
+	addl, err := object(req.AdditionalInput)
+	if err != nil {
+		return nil, fmt.Errorf("additional input: %w", err)
+	}
+	k, err := kit()
+	if err != nil {
+		return nil, err
+	}
+	var s *Step
+	for _, st := range t.steps {
+		if st.Status == "created" {
+			s = st
+			break
+		}
+	}
+	if s == nil {
+		s = &Step{ID: t.newID(), Status: "created", Input: req.Input, AdditionalInput: addl}
+		t.steps = append(t.steps, s)
+	}
+	in := abi.Input{ABI: abi.Version, Handler: abi.HandlerStep, Task: t.message(),
+		Step:    &abi.Step{StepID: s.ID, Input: &s.Input, AdditionalInput: s.AdditionalInput, Planned: s.Planned},
+		Request: &abi.Request{Input: &req.Input, AdditionalInput: addl}}
+	if s.Name != "" {
+		in.Step.Name = &s.Name
+	}
+	c := t.call(in, s.ID)
+	code := c.run(k.OnStep)
+	var res abi.StepResult
+	msg := c.result(code, &res)
+	if msg == "" && len(res.AdditionalOutput) > 0 && !bytes.Equal(res.AdditionalOutput, []byte("null")) {
+		if o, err := object(res.AdditionalOutput); err != nil || !bytes.Equal(o, res.AdditionalOutput) {
+			msg = "the result's additional_output is not a JSON object"
+		}
+	}
+	s.Status, s.Logs = "completed", c.logs
+	if msg != "" {
+		f := &Failure{Handler: abi.HandlerStep, Message: msg, Logs: c.logs}
+		s.AdditionalOutput, _ = json.Marshal(map[string]any{"error": map[string]string{"code": "plugin_failed", "message": f.Error()}})
+		return nil, f
+	}
+	s.Output, s.AdditionalOutput, s.IsLast, s.Artifacts = deref(res.Output), res.AdditionalOutput, res.IsLast, c.artifacts
+	if res.Name != nil {
+		s.Name = *res.Name
+	}
+	t.artifacts = append(t.artifacts, c.artifacts...)
+	return s, nil
+}
+
+// Upload uploads a file to the task, as a client does: it is placed in
+// the workspace at relativePath/fileName, and the artifact handler, if
+// the plugin registered one, runs. A rejected upload is an
+// *agent.Rejection, a failed one a *Failure; either way the file is taken
+// back out of the workspace, the handler's artifacts are dropped and its
+// log is kept in the task's.
+func (t *Task) Upload(fileName, relativePath string, data []byte) (*Artifact, error) {
+	name, dir, err := cleanArtifactName(fileName, relativePath)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kit()
+	if err != nil {
+		return nil, err
+	}
+	a := Artifact{ID: t.newID(), FileName: name, RelativePath: dir, Data: append([]byte(nil), data...)}
+	before, existed := t.files[a.Path()]
+	t.files[a.Path()] = file{data: a.Data, modTime: time.Now()}
+	if k.Handlers()&abi.HandlerBitArtifact == 0 {
+		t.artifacts = append(t.artifacts, a)
+		return &a, nil
+	}
+	c := t.call(abi.Input{ABI: abi.Version, Handler: abi.HandlerArtifact, Task: t.message(),
+		Artifact: &abi.Artifact{ArtifactID: a.ID, FileName: a.FileName, RelativePath: a.RelativePath, WorkspacePath: a.Path()}}, "")
+	code := c.run(k.OnArtifact)
+	var res abi.ArtifactResult
+	msg := c.result(code, &res)
+	t.logs = append(t.logs, c.logs...)
+	if msg != "" || res.Reject != "" {
+		if existed {
+			t.files[a.Path()] = before
+		} else {
+			delete(t.files, a.Path())
+		}
+		if msg != "" {
+			return nil, &Failure{Handler: abi.HandlerArtifact, Message: msg, Logs: c.logs}
+		}
+		return nil, &agent.Rejection{Reason: res.Reject}
+	}
+	t.artifacts = append(t.artifacts, a)
+	t.artifacts = append(t.artifacts, c.artifacts...)
+	return &a, nil
+}
+
+// Steps lists the task's steps in creation order, planned ones included.
+func (t *Task) Steps() []Step {
+	steps := make([]Step, len(t.steps))
+	for i, s := range t.steps {
+		steps[i] = *s
+	}
+	return steps
+}
+
+// Artifacts lists the task's artifacts in creation order, uploaded and
+// created.
+func (t *Task) Artifacts() []Artifact { return append([]Artifact(nil), t.artifacts...) }
+
+// Logs is the task's log: what its task handler and artifact handlers
+// logged.
+func (t *Task) Logs() []Log { return append([]Log(nil), t.logs...) }
+
+// kit returns what the kit lent the harness.
+func kit() (*harness.Kit, error) {
+	k := harness.Bound()
+	if k == nil {
+		return nil, errors.New("agenttest runs handlers on the build machine, not in WebAssembly: run go test without GOOS=wasip1")
+	}
+	if k.Handlers()&abi.HandlerBitStep == 0 {
+		return nil, errors.New("no step handler is registered: call agent.HandleStep in an init function (a plugin's main never runs)")
+	}
+	return k, nil
+}
+
+// message is the task as a handler reads it.
+func (t *Task) message() abi.Task {
+	m := abi.Task{TaskID: t.ID, Input: &t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
+	for _, a := range t.artifacts {
+		m.Artifacts = append(m.Artifacts, abi.Artifact{ArtifactID: a.ID, AgentCreated: a.AgentCreated,
+			FileName: a.FileName, RelativePath: a.RelativePath, WorkspacePath: a.Path()})
+	}
+	return m
+}
+
+func (t *Task) newID() string {
+	t.host.mu.Lock()
+	defer t.host.mu.Unlock()
+	t.host.nextID++
+	return id(t.host.nextID)
+}
+
+// id is the n-th id a host hands out, shaped as agentrt's.
+func id(n int) string { return fmt.Sprintf("00000000-0000-7000-8000-%012d", n) }
+
+// object is v as a JSON object: JSON text as it is, anything else
+// marshaled; nil (or no text) is {}.
+func object(v any) (json.RawMessage, error) {
+	var b []byte
+	switch v := v.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		if len(v) == 0 {
+			return json.RawMessage("{}"), nil
+		}
+		b = v
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%s is not a JSON object", b)
+	}
+	return json.RawMessage(b), nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,757 @@
+//! Runs a plugin's handlers in `cargo test`, on the build machine, against
+//! an in-memory host: each task has a workspace, its artifacts and its log,
+//! and the host has the operator's settings. The same shape as the Go
+//! kit's `agenttest`.
+//!
+//! [`test_host!`](crate::test_host!) makes a host that runs the handlers the
+//! crate gave [`export_agent!`](crate::export_agent!):
+//!
+//! ```
+//! use agentrt::{Error, Step, StepResult};
+//!
+//! fn on_step(step: &Step) -> Result<StepResult, Error> {
+//!     agentrt::workspace::write("said.txt", step.input.as_bytes())?;
+//!     agentrt::info!("said {}", step.input);
+//!     Ok(StepResult::output(format!("you said: {}", step.input)).last())
+//! }
+//!
+//! agentrt::export_agent!(step = on_step);
+//!
+//! # fn main() {
+//! // In the crate's tests (#[cfg(test)] mod tests { ... #[test] fn ... }):
+//! let host = agentrt::test_host!();
+//! let mut task = host.create_task("a task").unwrap();
+//! let step = task.step("hello").unwrap();
+//! assert_eq!(step.output, "you said: hello");
+//! assert!(step.is_last);
+//! assert_eq!(task.read_file("said.txt").unwrap(), b"hello");
+//! assert_eq!(step.logs[0].message, "said hello");
+//! # }
+//! ```
+//!
+//! The host follows agentrt's rules where a plugin can tell: a task handler
+//! runs when the task is created and may plan steps; a step runs the
+//! oldest planned step, else a new one; a failed call's artifacts are
+//! dropped and its failure recorded on the step; an upload is placed in the
+//! workspace before the artifact handler runs and taken back when the
+//! handler rejects it; paths are checked as the host checks them. It does
+//! not hold a handler to agentrt's limits (time, memory, sizes, counts):
+//! `agentrt call` runs one handler in the real sandbox, under them.
+//!
+//! Handlers run natively, in the test's thread: a panic fails the test
+//! with its message, as any panic in a test does.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::abi;
+use crate::host::fake::{self, State};
+use crate::json::{self, Value};
+use crate::log::Level;
+
+/// The handlers of a plugin, as [`export_agent!`](crate::export_agent!)
+/// defines them: each runs the handler on the call in progress.
+#[derive(Clone, Copy)]
+pub struct Handlers {
+    pub step: fn() -> i32,
+    pub task: Option<fn() -> i32>,
+    pub artifact: Option<fn() -> i32>,
+}
+
+/// Makes a [`Host`] running the handlers the crate gave
+/// [`export_agent!`](crate::export_agent!). Use it in the crate that
+/// invokes `export_agent!`.
+#[macro_export]
+macro_rules! test_host {
+    () => {
+        $crate::testing::Host::new(crate::__agentrt_handlers())
+    };
+}
+
+/// An in-memory agentrt host for one agent's tasks.
+pub struct Host {
+    /// What [`config()`](crate::config()) returns: the operator's settings.
+    pub config: BTreeMap<String, String>,
+    handlers: Handlers,
+    next_id: Cell<u64>,
+}
+
+/// A task of a [`Host`].
+pub struct Task<'h> {
+    pub id: String,
+    pub input: String,
+    /// A JSON object.
+    pub additional_input: Value,
+    host: &'h Host,
+    files: BTreeMap<String, Vec<u8>>,
+    artifacts: Vec<Artifact>,
+    steps: Vec<Step>,
+    logs: Vec<Log>,
+}
+
+/// A step of a task: planned (status `created`) or run (`completed`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Step {
+    pub id: String,
+    /// The name it was planned with, or the one its handler gave.
+    pub name: String,
+    pub status: String,
+    pub input: String,
+    pub additional_input: Value,
+    /// Whether the task handler planned it.
+    pub planned: bool,
+    /// The step's output ("" when the handler left it null).
+    pub output: String,
+    /// The step's `additional_output` (`Null` for none); a failed step's is
+    /// `{"error": {"code": ..., "message": ...}}`.
+    pub additional_output: Value,
+    pub is_last: bool,
+    /// The artifacts the step created.
+    pub artifacts: Vec<Artifact>,
+    /// What the step's handler logged.
+    pub logs: Vec<Log>,
+}
+
+/// An artifact of a task, with its bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Artifact {
+    pub id: String,
+    pub agent_created: bool,
+    pub file_name: String,
+    /// Its directory in the workspace ("" for the root).
+    pub relative_path: String,
+    /// The step that created it ("" for none).
+    pub step_id: String,
+    pub data: Vec<u8>,
+}
+
+impl Artifact {
+    /// Where the artifact sits in the task's workspace.
+    pub fn path(&self) -> String {
+        if self.relative_path.is_empty() {
+            self.file_name.clone()
+        } else {
+            format!("{}/{}", self.relative_path, self.file_name)
+        }
+    }
+}
+
+/// One line a handler logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    pub level: Level,
+    pub message: String,
+}
+
+/// A handler's failure, as agentrt reports it to the client; or an
+/// upload's rejection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// `"task"`, `"step"` or `"artifact"`.
+    pub handler: &'static str,
+    /// Why it failed (the handler's error), or why the upload was rejected.
+    pub message: String,
+    /// What the handler logged before it failed.
+    pub logs: Vec<Log>,
+    rejection: bool,
+}
+
+impl Failure {
+    /// Whether the artifact handler rejected the upload
+    /// ([`reject`](crate::reject)) rather than failed.
+    pub fn is_rejection(&self) -> bool {
+        self.rejection
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rejection {
+            write!(f, "upload rejected: {}", self.message)
+        } else {
+            write!(f, "{} handler failed: {}", self.handler, self.message)
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl Host {
+    /// A host with no tasks and no settings, running `handlers`; see
+    /// [`test_host!`](crate::test_host!).
+    pub fn new(handlers: Handlers) -> Host {
+        Host {
+            config: BTreeMap::new(),
+            handlers,
+            next_id: Cell::new(0),
+        }
+    }
+
+    /// Creates a task with `input`, running the task handler if the plugin
+    /// has one. When the handler fails, no task is created.
+    pub fn create_task(&self, input: &str) -> Result<Task<'_>, Failure> {
+        self.create_task_with(input, Value::object())
+    }
+
+    /// [`create_task`](Host::create_task) with an additional input, a JSON
+    /// object (`Null` is `{}`).
+    pub fn create_task_with(
+        &self,
+        input: &str,
+        additional_input: Value,
+    ) -> Result<Task<'_>, Failure> {
+        let mut task = Task {
+            id: self.new_id(),
+            input: input.to_string(),
+            additional_input: object_or_empty(additional_input),
+            host: self,
+            files: BTreeMap::new(),
+            artifacts: Vec::new(),
+            steps: Vec::new(),
+            logs: Vec::new(),
+        };
+        let handler = match self.handlers.task {
+            Some(h) => h,
+            None => return Ok(task),
+        };
+        let input = Value::object()
+            .with("abi", abi::VERSION)
+            .with("handler", "task")
+            .with("task", task.message());
+        let call = task.call(handler, input, "");
+        if let Some(msg) = call.failure() {
+            return Err(call.failed("task", msg));
+        }
+        let steps = call.result["steps"].as_array().cloned().unwrap_or_default();
+        for p in steps {
+            let step = Step {
+                id: self.new_id(),
+                name: p["name"].as_str().unwrap_or("").to_string(),
+                status: "created".into(),
+                input: p["input"].as_str().unwrap_or("").to_string(),
+                additional_input: object_or_empty(p["additional_input"].clone()),
+                planned: true,
+                ..Step::default()
+            };
+            task.steps.push(step);
+        }
+        task.logs.extend(call.logs);
+        task.artifacts.extend(call.artifacts);
+        Ok(task)
+    }
+
+    fn new_id(&self) -> String {
+        self.next_id.set(self.next_id.get() + 1);
+        fake::fake_id(self.next_id.get())
+    }
+}
+
+impl<'h> Task<'h> {
+    /// Executes the task's next step with `input`: its oldest planned step,
+    /// else a new one. When the handler fails, the step is recorded with the
+    /// failure in its `additional_output`.
+    pub fn step(&mut self, input: &str) -> Result<Step, Failure> {
+        self.step_with(input, Value::object())
+    }
+
+    /// [`step`](Task::step) with an additional input, a JSON object.
+    pub fn step_with(&mut self, input: &str, additional_input: Value) -> Result<Step, Failure> {
+        let request = Value::object().with("input", input).with(
+            "additional_input",
+            object_or_empty(additional_input.clone()),
+        );
+        let i = match self.steps.iter().position(|s| s.status == "created") {
+            Some(i) => i,
+            None => {
+                self.steps.push(Step {
+                    id: self.host.new_id(),
+                    status: "created".into(),
+                    input: input.to_string(),
+                    additional_input: object_or_empty(additional_input),
+                    ..Step::default()
+                });
+                self.steps.len() - 1
+            }
+        };
+        let s = &self.steps[i];
+        let name = if s.name.is_empty() {
+            Value::Null
+        } else {
+            Value::from(s.name.as_str())
+        };
+        let message = Value::object()
+            .with("abi", abi::VERSION)
+            .with("handler", "step")
+            .with("task", self.message())
+            .with(
+                "step",
+                Value::object()
+                    .with("step_id", s.id.as_str())
+                    .with("name", name)
+                    .with("input", s.input.as_str())
+                    .with("additional_input", s.additional_input.clone())
+                    .with("planned", s.planned),
+            )
+            .with("request", request);
+        let step_id = s.id.clone();
+        let call = self.call(self.host.handlers.step, message, &step_id);
+        let mut failure = call.failure();
+        let extra = call.result["additional_output"].clone();
+        if failure.is_none() && !extra.is_null() && !extra.is_object() {
+            failure = Some("the result's additional_output is not a JSON object".into());
+        }
+        let step = &mut self.steps[i];
+        step.status = "completed".into();
+        step.logs = call.logs.clone();
+        if let Some(msg) = failure {
+            let f = call.failed("step", msg);
+            step.additional_output = Value::object().with(
+                "error",
+                Value::object()
+                    .with("code", "plugin_failed")
+                    .with("message", f.to_string()),
+            );
+            return Err(f);
+        }
+        step.output = call.result["output"].as_str().unwrap_or("").to_string();
+        step.additional_output = extra;
+        step.is_last = call.result["is_last"].as_bool().unwrap_or(false);
+        if let Some(name) = call.result["name"].as_str() {
+            step.name = name.to_string();
+        }
+        step.artifacts = call.artifacts.clone();
+        let step = step.clone();
+        self.artifacts.extend(call.artifacts);
+        Ok(step)
+    }
+
+    /// Uploads a file to the task, as a client does: it is placed in the
+    /// workspace at `relative_path/file_name`, then the artifact handler, if
+    /// the plugin has one, runs. A rejected or failed upload is taken back
+    /// out of the workspace (its [`Failure`] says which); the handler's
+    /// artifacts are dropped and its log kept in the task's.
+    pub fn upload(
+        &mut self,
+        file_name: &str,
+        relative_path: &str,
+        data: &[u8],
+    ) -> Result<Artifact, Failure> {
+        let refused = |message: String| Failure {
+            handler: "artifact",
+            message,
+            logs: Vec::new(),
+            rejection: false,
+        };
+        if file_name.is_empty() || file_name == "." || file_name == ".." || file_name.contains('/')
+        {
+            return Err(refused(format!(
+                "file name {:?} is not a plain name",
+                file_name
+            )));
+        }
+        let dir = fake::clean_dir(relative_path).map_err(refused)?;
+        let artifact = Artifact {
+            id: self.host.new_id(),
+            file_name: file_name.to_string(),
+            relative_path: dir,
+            data: data.to_vec(),
+            ..Artifact::default()
+        };
+        let path = artifact.path();
+        let before = self.files.insert(path.clone(), data.to_vec());
+        let handler = match self.host.handlers.artifact {
+            Some(h) => h,
+            None => {
+                self.artifacts.push(artifact.clone());
+                return Ok(artifact);
+            }
+        };
+        let message = Value::object()
+            .with("abi", abi::VERSION)
+            .with("handler", "artifact")
+            .with("task", self.message())
+            .with(
+                "artifact",
+                Value::object()
+                    .with("artifact_id", artifact.id.as_str())
+                    .with("agent_created", false)
+                    .with("file_name", artifact.file_name.as_str())
+                    .with("relative_path", artifact.relative_path.as_str())
+                    .with("workspace_path", path.as_str()),
+            );
+        let call = self.call(handler, message, "");
+        self.logs.extend(call.logs.iter().cloned());
+        let reject = call.result["reject"].as_str().unwrap_or("").to_string();
+        let failure = call.failure();
+        if failure.is_some() || !reject.is_empty() {
+            match before {
+                Some(old) => self.files.insert(path, old),
+                None => self.files.remove(&path),
+            };
+            let rejection = failure.is_none();
+            let mut f = call.failed("artifact", failure.unwrap_or(reject));
+            f.rejection = rejection;
+            return Err(f);
+        }
+        self.artifacts.push(artifact.clone());
+        self.artifacts.extend(call.artifacts);
+        Ok(artifact)
+    }
+
+    /// Puts a file in the task's workspace, as an earlier step would have:
+    /// to set up what a handler reads.
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), crate::Error> {
+        let p = fake::clean_dir(path).map_err(crate::Error::new)?;
+        if p.is_empty() {
+            return Err(crate::Error::new(format!("path {:?} names no file", path)));
+        }
+        self.files.insert(p, data.to_vec());
+        Ok(())
+    }
+
+    /// A file of the task's workspace.
+    pub fn read_file(&self, path: &str) -> Result<Vec<u8>, crate::Error> {
+        let p = fake::clean_dir(path).map_err(crate::Error::new)?;
+        self.files
+            .get(&p)
+            .cloned()
+            .ok_or_else(|| crate::Error::new(format!("no file {:?} in the task's workspace", p)))
+    }
+
+    /// The paths of the task's workspace files, in path order.
+    pub fn files(&self) -> Vec<String> {
+        self.files.keys().cloned().collect()
+    }
+
+    /// The task's steps in creation order, planned ones included.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The task's artifacts in creation order, uploaded and created.
+    pub fn artifacts(&self) -> &[Artifact] {
+        &self.artifacts
+    }
+
+    /// The task's log: what its task handler and artifact handlers logged.
+    pub fn logs(&self) -> &[Log] {
+        &self.logs
+    }
+
+    /// The task as a handler reads it.
+    fn message(&self) -> Value {
+        let artifacts = self
+            .artifacts
+            .iter()
+            .map(|a| {
+                Value::object()
+                    .with("artifact_id", a.id.as_str())
+                    .with("agent_created", a.agent_created)
+                    .with("file_name", a.file_name.as_str())
+                    .with("relative_path", a.relative_path.as_str())
+                    .with("workspace_path", a.path())
+            })
+            .collect::<Vec<_>>();
+        Value::object()
+            .with("task_id", self.id.as_str())
+            .with("input", self.input.as_str())
+            .with("additional_input", self.additional_input.clone())
+            .with("artifacts", artifacts)
+    }
+
+    /// Runs `handler` on `input` with the task's workspace and the host's
+    /// settings, and returns what the call did.
+    fn call(&mut self, handler: fn() -> i32, input: Value, step_id: &str) -> Call {
+        let config = Value::Object(
+            self.host
+                .config
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect(),
+        );
+        fake::begin_call(State {
+            input: input.to_json().into_bytes(),
+            files: std::mem::take(&mut self.files),
+            config: config.to_json(),
+            last_id: self.host.next_id.get(),
+            ..State::default()
+        });
+        let code = handler();
+        let state = fake::end_call();
+        self.files = state.files;
+        self.host.next_id.set(state.last_id);
+        let result = state
+            .result
+            .as_ref()
+            .map(|r| json::parse(&String::from_utf8_lossy(r)));
+        let mut call = Call {
+            code,
+            result: Value::Null,
+            bad_result: None,
+            logs: state
+                .logs
+                .into_iter()
+                .map(|(level, message)| Log {
+                    level: level_of(level),
+                    message,
+                })
+                .collect(),
+            artifacts: Vec::new(),
+        };
+        match result {
+            Some(Ok(v)) => call.result = v,
+            Some(Err(e)) => call.bad_result = Some(format!("its result is not valid: {}", e)),
+            None => {}
+        }
+        let mut id = state.last_id - state.artifacts.len() as u64;
+        for (meta, data) in state.artifacts {
+            id += 1;
+            let meta = json::parse(&meta).unwrap_or_default();
+            call.artifacts.push(Artifact {
+                id: fake::fake_id(id),
+                agent_created: true,
+                file_name: meta["file_name"].as_str().unwrap_or("").to_string(),
+                relative_path: fake::clean_dir(meta["relative_path"].as_str().unwrap_or(""))
+                    .unwrap_or_default(),
+                step_id: step_id.to_string(),
+                data,
+            });
+        }
+        call
+    }
+}
+
+/// What one handler call did.
+struct Call {
+    code: i32,
+    result: Value,
+    bad_result: Option<String>,
+    logs: Vec<Log>,
+    artifacts: Vec<Artifact>,
+}
+
+impl Call {
+    /// Why the call failed, `None` if it did not: a result that does not
+    /// parse, the result's error, or a code other than 0.
+    fn failure(&self) -> Option<String> {
+        if let Some(msg) = &self.bad_result {
+            return Some(msg.clone());
+        }
+        if let Some(msg) = self.result["error"].as_str() {
+            return Some(msg.to_string());
+        }
+        if self.code != 0 {
+            return Some(format!("it returned code {}", self.code));
+        }
+        None
+    }
+
+    fn failed(&self, handler: &'static str, message: String) -> Failure {
+        Failure {
+            handler,
+            message,
+            logs: self.logs.clone(),
+            rejection: false,
+        }
+    }
+}
+
+fn level_of(level: i32) -> Level {
+    match level {
+        abi::LEVEL_DEBUG => Level::Debug,
+        abi::LEVEL_WARN => Level::Warn,
+        abi::LEVEL_ERROR => Level::Error,
+        _ => Level::Info,
+    }
+}
+
+fn object_or_empty(v: Value) -> Value {
+    if v.is_object() {
+        v
+    } else {
+        Value::object()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exports;
+    use crate::{reject, workspace, Error, PlannedStep, StepResult};
+
+    fn handlers(step: fn() -> i32) -> Handlers {
+        Handlers {
+            step,
+            task: None,
+            artifact: None,
+        }
+    }
+
+    #[test]
+    fn a_step_runs_against_the_tasks_workspace() {
+        let host = Host::new(handlers(|| {
+            exports::on_step(|s| {
+                let notes = workspace::read_to_string("notes.txt")?;
+                workspace::write("out/answer.txt", format!("{}!", notes).as_bytes())?;
+                crate::publish_file("out/answer.txt", "answer.txt", "out")?;
+                crate::info!("task {:?}, step {:?}", s.task.input, s.input);
+                Ok(StepResult::output(format!("read {}", notes))
+                    .with_additional_output(Value::object().with("n", 1))
+                    .last())
+            })
+        }));
+        let mut task = host.create_task("the task").unwrap();
+        task.write_file("notes.txt", b"hello").unwrap();
+        let step = task.step("the step").unwrap();
+        assert_eq!(step.output, "read hello");
+        assert!(step.is_last);
+        assert_eq!(step.additional_output.to_json(), r#"{"n":1}"#);
+        assert_eq!(task.read_file("out/answer.txt").unwrap(), b"hello!");
+        assert_eq!(step.artifacts.len(), 1);
+        assert_eq!(step.artifacts[0].path(), "out/answer.txt");
+        assert_eq!(step.artifacts[0].data, b"hello!");
+        assert_eq!(step.artifacts[0].step_id, step.id);
+        assert_eq!(
+            step.logs,
+            vec![Log {
+                level: Level::Info,
+                message: r#"task "the task", step "the step""#.into()
+            }]
+        );
+        assert_eq!(task.files(), vec!["notes.txt", "out/answer.txt"]);
+    }
+
+    #[test]
+    fn planned_steps_run_first_with_their_own_input() {
+        let host = Host::new(Handlers {
+            step: || {
+                exports::on_step(|s| {
+                    Ok(StepResult::output(format!(
+                        "{}|{}|{}|{}",
+                        s.name, s.input, s.request.input, s.planned
+                    )))
+                })
+            },
+            task: Some(|| {
+                exports::on_task(|t| {
+                    crate::info!("planning for {}", t.input);
+                    Ok(vec![
+                        PlannedStep::new("first", "a"),
+                        PlannedStep::new("second", "b")
+                            .with_additional_input(Value::object().with("k", 2)),
+                    ])
+                })
+            }),
+            artifact: None,
+        });
+        let mut task = host.create_task("plan").unwrap();
+        assert_eq!(task.steps().len(), 2);
+        assert_eq!(task.steps()[1].additional_input.to_json(), r#"{"k":2}"#);
+        assert_eq!(task.logs()[0].message, "planning for plan");
+        let outputs: Vec<String> = ["x", "y", "z"]
+            .iter()
+            .map(|i| task.step(i).unwrap().output)
+            .collect();
+        assert_eq!(
+            outputs,
+            vec!["first|a|x|true", "second|b|y|true", "|z|z|false"]
+        );
+    }
+
+    #[test]
+    fn a_failed_step_is_recorded_without_its_artifacts() {
+        let host = Host::new(handlers(|| {
+            exports::on_step(|_| {
+                crate::warn!("about to fail");
+                crate::create_artifact("partial.txt", "", b"half")?;
+                Err(Error::new("the agent gave up"))
+            })
+        }));
+        let mut task = host.create_task("").unwrap();
+        let f = task.step("go").unwrap_err();
+        assert_eq!(f.to_string(), "step handler failed: the agent gave up");
+        assert_eq!(f.logs[0].message, "about to fail");
+        let step = &task.steps()[0];
+        assert_eq!(
+            step.additional_output["error"]["message"].as_str(),
+            Some(f.to_string().as_str())
+        );
+        assert!(step.artifacts.is_empty() && task.artifacts().is_empty());
+    }
+
+    #[test]
+    fn a_rejected_upload_is_taken_back_and_its_log_kept() {
+        let host = Host::new(Handlers {
+            step: || exports::on_step(|_| Ok(StepResult::new())),
+            task: None,
+            artifact: Some(|| {
+                exports::on_artifact(|_, a| {
+                    crate::info!("checking {}", a.path);
+                    crate::create_artifact("summary.txt", "", b"s")?;
+                    if a.file_name.ends_with(".txt") {
+                        Ok(())
+                    } else {
+                        Err(reject("only .txt files, please"))
+                    }
+                })
+            }),
+        });
+        let mut task = host.create_task("").unwrap();
+        let f = task.upload("photo.png", "in", b"png").unwrap_err();
+        assert!(f.is_rejection());
+        assert_eq!(f.to_string(), "upload rejected: only .txt files, please");
+        assert!(task.files().is_empty() && task.artifacts().is_empty());
+        let a = task.upload("notes.txt", "in", b"n").unwrap();
+        assert_eq!(a.path(), "in/notes.txt");
+        assert_eq!(task.artifacts().len(), 2);
+        assert_eq!(task.files(), vec!["in/notes.txt"]);
+        assert_eq!(task.logs().len(), 2);
+        assert_eq!(task.logs()[0].message, "checking in/photo.png");
+    }
+
+    #[test]
+    fn config_is_the_hosts_settings() {
+        let mut host = Host::new(handlers(|| {
+            exports::on_step(|_| {
+                Ok(StepResult::output(
+                    crate::config()?
+                        .get("greeting")
+                        .cloned()
+                        .unwrap_or_default(),
+                ))
+            })
+        }));
+        host.config.insert("greeting".into(), "hello".into());
+        let mut task = host.create_task("").unwrap();
+        assert_eq!(task.step("").unwrap().output, "hello");
+    }
+
+    #[test]
+    fn paths_are_checked_as_the_host_checks_them() {
+        thread_local!(static PATH: std::cell::RefCell<String> = std::cell::RefCell::new(String::new()));
+        let host = Host::new(handlers(|| {
+            exports::on_step(|_| {
+                let p = PATH.with(|p| p.borrow().clone());
+                workspace::write(&p, b"x")?;
+                Ok(StepResult::new())
+            })
+        }));
+        let deep = format!("{}f", "d/".repeat(33));
+        for p in [
+            "../x",
+            "/etc/passwd",
+            "a\\b",
+            "a\u{0}b",
+            "",
+            "a/../../b",
+            deep.as_str(),
+        ] {
+            PATH.with(|cell| *cell.borrow_mut() = p.to_string());
+            let mut task = host.create_task("").unwrap();
+            let f = task.step("").unwrap_err();
+            assert!(f.message.starts_with("workspace_write: "), "{:?}: {}", p, f);
+            assert!(task.files().is_empty());
+        }
+    }
+}
