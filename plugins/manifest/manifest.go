@@ -58,9 +58,26 @@ type Manifest struct {
 	Capabilities Capabilities `json:"capabilities"`
 }
 
-// Capabilities are what an agent may reach beyond its sandbox. None is
-// defined yet: a manifest's capabilities, when given, are {}.
-type Capabilities struct{}
+// Capabilities are what an agent may reach beyond its sandbox, and what
+// it says of itself to clients.
+type Capabilities struct {
+	// ArtifactSchemes are the URI schemes of artifacts the agent takes and
+	// makes; nil when the manifest names none.
+	ArtifactSchemes *ArtifactSchemes `json:"artifact_schemes"`
+}
+
+// ArtifactSchemes are the URI schemes an agent accepts in uploads (Input)
+// and may produce (Output), "file" standing for bytes held by agentrt. A
+// list the manifest leaves out is nil (agentrt's default); one it gives
+// replaces the default, narrowing or extending it: at most MaxSchemes
+// schemes in lower case, none twice.
+type ArtifactSchemes struct {
+	Input  []string `json:"input"`
+	Output []string `json:"output"`
+}
+
+// MaxSchemes is the most schemes a list of ArtifactSchemes holds.
+const MaxSchemes = 32
 
 // Limits are the per-agent limits of agentrt run, each named in a
 // manifest as its flag is, with '_' for '-', and meaning what the flag
@@ -167,9 +184,7 @@ func decode(doc *document) (*Manifest, error) {
 		case "settings":
 			m.Settings, err = decodeSettings(doc.keys(loc, as[map[string]any](v)), as[map[string]any](v))
 		case "capabilities":
-			if names := doc.keys(loc, as[map[string]any](v)); len(names) > 0 {
-				return nil, unknownField([]string{key, names[0]})
-			}
+			m.Capabilities, err = decodeCapabilities(doc, as[map[string]any](v))
 		}
 		if err != nil {
 			return nil, err
@@ -243,6 +258,12 @@ func problem(loc []string, v any) error {
 			if _, ok := v.(string); !ok {
 				return fmt.Errorf("want a string, got %s", describe(v))
 			}
+		case "capabilities":
+			return capabilityProblem(loc[1:], v)
+		}
+	default:
+		if loc[0] == "capabilities" {
+			return capabilityProblem(loc[1:], v)
 		}
 	}
 	return nil
@@ -271,6 +292,8 @@ func fieldsAt(loc []string) []string {
 		t = reflect.TypeFor[Limits]()
 	case len(loc) == 1 && loc[0] == "capabilities":
 		t = reflect.TypeFor[Capabilities]()
+	case len(loc) == 2 && loc[0] == "capabilities" && loc[1] == "artifact_schemes":
+		t = reflect.TypeFor[ArtifactSchemes]()
 	default:
 		return nil
 	}

@@ -46,7 +46,7 @@ const full = `{
     "max_instances": 4.0
   },
   "settings": {"greeting": "hello", "empty": "", "text": "h\u00e9llo \ud83d\ude00 \\ud800"},
-  "capabilities": {}
+  "capabilities": {"artifact_schemes": {"input": ["file", "s3", "git+ssh"], "output": []}}
 }`
 
 func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
@@ -74,7 +74,8 @@ func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
 			MaxTableEntries:      ptr(math.MaxUint32),
 			MaxInstances:         ptr(4),
 		},
-		Settings: map[string]string{"greeting": "hello", "empty": "", "text": "héllo 😀 \\ud800"},
+		Settings:     map[string]string{"greeting": "hello", "empty": "", "text": "héllo 😀 \\ud800"},
+		Capabilities: Capabilities{ArtifactSchemes: &ArtifactSchemes{Input: []string{"file", "s3", "git+ssh"}, Output: []string{}}},
 	}
 	// Every limit is set, so that one added to Limits is added here.
 	lv := reflect.ValueOf(want.Limits)
@@ -102,7 +103,11 @@ func show(m *Manifest) string {
 			fmt.Fprintf(&b, " %s:%v", lv.Type().Field(i).Name, f.Elem())
 		}
 	}
-	fmt.Fprintf(&b, "} Settings:%#v Capabilities:%+v}", m.Settings, m.Capabilities)
+	fmt.Fprintf(&b, "} Settings:%#v Capabilities:{", m.Settings)
+	if a := m.Capabilities.ArtifactSchemes; a != nil {
+		fmt.Fprintf(&b, "ArtifactSchemes:%#v", *a)
+	}
+	b.WriteString("}}")
 	return b.String()
 }
 
@@ -146,6 +151,21 @@ var refusals = []struct {
 	{"limit spelt as its flag", `{"limits": {"call-timeout": "1s"}}`, bySchema, `manifest x.json: unknown field "limits.call-timeout" (did you mean "call_timeout"?)`},
 	{"limit of the server", `{"limits": {"max_uploads": 8}}`, bySchema, `manifest x.json: unknown field "limits.max_uploads": -max-uploads is a limit of the server, not of one agent`},
 	{"unknown capability", `{"capabilities": {"http": ["example.com"]}}`, bySchema, `manifest x.json: unknown field "capabilities.http"`},
+	{"unknown list of schemes", `{"capabilities": {"artifact_schemes": {"inputs": ["s3"]}}}`, bySchema, `manifest x.json: unknown field "capabilities.artifact_schemes.inputs" (did you mean "input"?)`},
+	{"schemes: not an object", `{"capabilities": {"artifact_schemes": ["s3"]}}`, bySchema, `manifest x.json: capabilities.artifact_schemes: want an object of input and output schemes, got an array`},
+	{"schemes: not an array", `{"capabilities": {"artifact_schemes": {"input": "s3"}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input: want an array of URI schemes, got "s3"`},
+	{"scheme: upper case", `{"capabilities": {"artifact_schemes": {"output": ["file", "S3"]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.output.1: want a URI scheme in lower case, such as "https" or "s3", got "S3"`},
+	{"scheme: with a colon", `{"capabilities": {"artifact_schemes": {"input": ["https:"]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input.0: want a URI scheme in lower case, such as "https" or "s3", got "https:"`},
+	{"scheme: a number", `{"capabilities": {"artifact_schemes": {"input": [7]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input.0: want a URI scheme in lower case, such as "https" or "s3", got 7`},
+	{"scheme: too long", `{"capabilities": {"artifact_schemes": {"input": ["` + strings.Repeat("s", 33) + `"]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input.0: want a URI scheme in lower case, such as "https" or "s3", got "` + strings.Repeat("s", 33) + `"`},
+	{"scheme: twice", `{"capabilities": {"artifact_schemes": {"input": ["s3", "file", "s3"]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input: want each scheme once, got "s3" twice`},
+	{"schemes: too many", `{"capabilities": {"artifact_schemes": {"input": ["a0"` + func() string {
+		var b strings.Builder
+		for i := 1; i <= 32; i++ {
+			fmt.Fprintf(&b, `, "a%d"`, i)
+		}
+		return b.String()
+	}() + `]}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input: want at most 32 schemes, got 33`},
 	{"the first in the file: unknown field", `{"zzz": 1, "name": "-x"}`, bySchema, `manifest x.json: unknown field "zzz"`},
 	{"the first in the file: value", `{"name": "-x", "zzz": 1}`, bySchema, `manifest x.json: name: invalid agent name "-x": want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit`},
 	{"the first in the file: nested", `{"limits": {"max_log": "x", "memory": "y"}}`, bySchema, `manifest x.json: limits.max_log: want a size such as "64MiB" or a number of bytes, got "x"`},
@@ -462,6 +482,7 @@ func TestSchemaAgreesWithManifestAndLimits(t *testing.T) {
 		{"manifest", reflect.TypeFor[Manifest](), doc},
 		{"limits", reflect.TypeFor[Limits](), member(t, props, "limits")},
 		{"capabilities", reflect.TypeFor[Capabilities](), member(t, props, "capabilities")},
+		{"capabilities.artifact_schemes", reflect.TypeFor[ArtifactSchemes](), member(t, member(t, member(t, props, "capabilities"), "properties"), "artifact_schemes")},
 	} {
 		var tags []string
 		for i := range tc.typ.NumField() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -138,15 +139,23 @@ func leafText(leaf *jsonschema.ValidationError) string {
 	return s
 }
 
-// lookup is the value at loc.
+// lookup is the value at loc, whose tokens are an object's field names
+// or an array's indexes.
 func (d *document) lookup(loc []string) any {
 	v := d.value
 	for _, tok := range loc {
-		obj, ok := v.(map[string]any)
-		if !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
+			}
+			v = c[i]
+		default:
 			return nil
 		}
-		v = obj[tok]
 	}
 	return v
 }
