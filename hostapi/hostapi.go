@@ -38,6 +38,9 @@ type Host interface {
 	WorkspaceList(ctx context.Context, prefix string) ([]protocol.FileInfo, error)
 	WorkspaceStat(ctx context.Context, path string) (protocol.FileInfo, error)
 	WorkspaceDelete(ctx context.Context, path string) error
+	// DownloadWrite sends data (the plugin's memory, which it does not
+	// hold) to the client downloading, within ctx's deadline.
+	DownloadWrite(ctx context.Context, data []byte) error
 }
 
 // Config bounds what a plugin may do through the host API.
@@ -92,6 +95,7 @@ func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
 		{abi.FuncWorkspaceList, 4, f.workspaceList},
 		{abi.FuncWorkspaceStat, 4, f.workspaceStat},
 		{abi.FuncWorkspaceDelete, 2, f.workspaceDelete},
+		{abi.FuncDownloadWrite, 2, f.downloadWrite},
 	} {
 		impl := fn.impl
 		params := make([]api.ValueType, fn.params)
@@ -206,7 +210,7 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 	}
 	var meta abi.ArtifactMeta
 	if !utf8.Valid(raw) || json.Unmarshal(raw, &meta) != nil {
-		return c.fail(abi.ErrInvalid, "artifact_create: meta is not a JSON object of file_name, relative_path and workspace_path")
+		return c.fail(abi.ErrInvalid, "artifact_create: meta is not a JSON object of file_name, relative_path, workspace_path and uri")
 	}
 	data, errno := c.view(mod, arg(stack, 2), arg(stack, 3))
 	if errno != 0 {
@@ -219,7 +223,8 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 			return errno
 		}
 	}
-	id, err := c.host.CreateArtifact(c.ctx, protocol.ArtifactSpec{FileName: meta.FileName, RelativePath: meta.RelativePath, WorkspacePath: meta.WorkspacePath}, data)
+	id, err := c.host.CreateArtifact(c.ctx, protocol.ArtifactSpec{FileName: meta.FileName, RelativePath: meta.RelativePath,
+		WorkspacePath: meta.WorkspacePath, URI: meta.URI}, data)
 	if err != nil {
 		return c.failErr(err)
 	}
@@ -331,6 +336,21 @@ func (f *functions) workspaceDelete(c *call, mod api.Module, stack []uint64) int
 		return errno
 	}
 	if err := c.host.WorkspaceDelete(c.ctx, p); err != nil {
+		return c.failErr(err)
+	}
+	return 0
+}
+
+// download_write(data, data_len) -> 0
+func (f *functions) downloadWrite(c *call, mod api.Module, stack []uint64) int32 {
+	data, errno := c.view(mod, arg(stack, 0), arg(stack, 1))
+	if errno != 0 {
+		return errno
+	}
+	// data is the plugin's memory, possibly all of it: the host checks its
+	// length against the download's limit, then writes it to the client
+	// from where it is, holding none of it.
+	if err := c.host.DownloadWrite(c.ctx, data); err != nil {
 		return c.failErr(err)
 	}
 	return 0

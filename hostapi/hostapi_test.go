@@ -28,11 +28,14 @@ type fakeHost struct {
 	files     map[string][]byte
 	config    []byte
 	maxResult int
+	// downloaded is what download_write sent; maxDownload bounds it.
+	downloaded  []byte
+	maxDownload int
 }
 
 func newFakeHost() *fakeHost {
 	return &fakeHost{input: []byte(`{"abi":1,"handler":"step"}`), files: map[string][]byte{},
-		config: []byte(`{"model":"small"}`), maxResult: 1 << 10}
+		config: []byte(`{"model":"small"}`), maxResult: 1 << 10, maxDownload: 1 << 10}
 }
 
 func (h *fakeHost) Input() []byte { return h.input }
@@ -56,7 +59,7 @@ func (h *fakeHost) Log(level string, msg []byte) error {
 }
 
 func (h *fakeHost) CreateArtifact(ctx context.Context, meta protocol.ArtifactSpec, data []byte) (string, error) {
-	if meta.FileName == "" || strings.Contains(meta.FileName, "/") {
+	if (meta.FileName == "" && meta.URI == "") || strings.Contains(meta.FileName, "/") {
 		return "", protocol.Errorf(protocol.EBADPATH, "bad file name %q", meta.FileName)
 	}
 	h.artifacts = append(h.artifacts, meta)
@@ -65,6 +68,14 @@ func (h *fakeHost) CreateArtifact(ctx context.Context, meta protocol.ArtifactSpe
 }
 
 func (h *fakeHost) Config() []byte { return h.config }
+
+func (h *fakeHost) DownloadWrite(ctx context.Context, data []byte) error {
+	if len(h.downloaded)+len(data) > h.maxDownload {
+		return protocol.Errorf(protocol.ETOOLARGE, "the download would be over %d bytes", h.maxDownload)
+	}
+	h.downloaded = append(h.downloaded, data...)
+	return nil
+}
 
 func (h *fakeHost) clean(p string) (string, error) { return protocol.CleanFilePath(p) }
 
@@ -299,6 +310,11 @@ func TestArtifactCreate(t *testing.T) {
 	if got := g.call("artifact_create", 0, meta, 1000, data, 0); got != 0 {
 		t.Errorf("artifact_create without id_out = %d", got)
 	}
+	// A URI artifact's meta reaches the host whole.
+	uri := g.put(0, `{"file_name":"","uri":"s3://bucket/key.pdf"}`)
+	if got := g.call("artifact_create", 0, uri, 1000, 0, 0); got != 0 || h.artifacts[len(h.artifacts)-1].URI != "s3://bucket/key.pdf" {
+		t.Errorf("artifact_create of a URI = %d, created %+v", got, h.artifacts[len(h.artifacts)-1])
+	}
 	g.wantErr(g.call("artifact_create", 0, g.put(0, `{"file_name":`), 1000, data, 0), abi.ErrInvalid, "meta is not a JSON object")
 	g.wantErr(g.call("artifact_create", 0, g.put(0, "\xff\xfe"), 1000, data, 0), abi.ErrInvalid, "meta")
 	g.wantErr(g.call("artifact_create", 0, g.put(0, `{"file_name":"a/b"}`), 1000, data, 0), abi.ErrBadPath, "bad file name")
@@ -317,6 +333,28 @@ func TestArtifactCreate(t *testing.T) {
 	g.wantErr(g.call("artifact_create", 0, meta, 1000, data, memSize-10), abi.ErrFault, "outside")
 	if len(h.artifacts) != before {
 		t.Errorf("calls with a bad argument created %d artifacts", len(h.artifacts)-before)
+	}
+}
+
+func TestDownloadWriteSendsGuestBytesWithinTheirBound(t *testing.T) {
+	h := newFakeHost()
+	g := newGuest(t, h, Config{})
+	if got := g.call("download_write", 100, g.put(100, "first ")); got != 0 {
+		t.Fatalf("download_write = %d (%s)", got, g.lastError())
+	}
+	g.call("download_write", 100, g.put(100, "second"))
+	if string(h.downloaded) != "first second" {
+		t.Errorf("downloaded %q", h.downloaded)
+	}
+	// The host's bound is checked before anything is sent.
+	g.wantErr(g.call("download_write", 0, 2000), abi.ErrLimit, "over 1024 bytes")
+	for _, r := range badRanges {
+		t.Run(r.name, func(t *testing.T) {
+			g.wantErr(g.call("download_write", r.ptr, r.len), abi.ErrFault, "outside")
+		})
+	}
+	if string(h.downloaded) != "first second" {
+		t.Errorf("refused writes sent bytes: %q", h.downloaded)
 	}
 }
 

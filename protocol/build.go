@@ -15,12 +15,17 @@ type Build struct {
 	// Settings are the operator's settings the plugin reads with the host
 	// API's config function. Not for secrets: plugins log freely.
 	Settings map[string]string
+	// Schemes are the URI schemes the agent accepts in uploads and may
+	// produce; a nil list is DefaultArtifactSchemes' (an empty one is
+	// none).
+	Schemes ArtifactSchemes
 }
 
 // served is a build in service, counted while operations use it.
 type served struct {
 	*Build
 	config  []byte // Settings as JSON
+	schemes ArtifactSchemes
 	refs    int
 	retired bool
 	drained chan struct{}
@@ -69,7 +74,13 @@ func (a *Agent) Serve(b *Build) (drained <-chan struct{}) {
 			settings = map[string]string{}
 		}
 		conf, _ := MarshalJSON(settings) // strings always marshal
-		next = &served{Build: b, config: conf, drained: make(chan struct{})}
+		next = &served{Build: b, config: conf, schemes: b.Schemes, drained: make(chan struct{})}
+		if next.schemes.Input == nil {
+			next.schemes.Input = DefaultArtifactSchemes.Input
+		}
+		if next.schemes.Output == nil {
+			next.schemes.Output = DefaultArtifactSchemes.Output
+		}
 	}
 	s := &a.build
 	s.mu.Lock()

@@ -17,7 +17,10 @@ type Call struct {
 	handler Handler
 	task    *Task
 	step    *Step
-	input   []byte
+	// artifact is the artifact handler's upload, or the download
+	// handler's artifact.
+	artifact *Artifact
+	input    []byte
 
 	result    []byte
 	hasResult bool
@@ -37,6 +40,11 @@ type Call struct {
 	use artifactUse
 	// workspace is the task's, held to its quota.
 	workspace Workspace
+	// download is where the download handler's bytes go; downloaded counts
+	// them, and downloadErr is why the client will take no more.
+	download    DownloadWriter
+	downloaded  int64
+	downloadErr error
 }
 
 // newCall starts a call of the handler in.Handler of build b.
@@ -49,13 +57,14 @@ func (a *Agent) newCall(b *served, in *HandlerInput) *Call {
 		handler:   in.Handler,
 		task:      in.Task,
 		step:      in.Step,
+		artifact:  in.Artifact,
 		input:     codec.EncodeInput(in),
 		artifacts: []Artifact{},
 		use:       artifactsOf(in.Task),
 		workspace: a.store.Workspace(in.Task.TaskID, b.Limits.workspaceQuota()),
 	}
-	if in.Upload != nil {
-		c.use.add(in.Upload.Size)
+	if in.Handler == HandlerArtifact && in.Artifact != nil {
+		c.use.add(in.Artifact.Size) // the upload, not yet recorded
 	}
 	c.stdout = lineWriter{call: c, level: "stdout"}
 	c.stderr = lineWriter{call: c, level: "stderr"}
@@ -89,18 +98,54 @@ func (c *Call) SetResult(b []byte) error {
 
 // ArtifactSpec names an artifact a handler creates.
 type ArtifactSpec struct {
+	// FileName is the artifact's name; for a URI artifact, "" names it
+	// after the URI's last path segment.
 	FileName     string
 	RelativePath string
 	// WorkspacePath, when set, names the workspace file whose bytes the
 	// artifact takes.
 	WorkspacePath string
+	// URI, when set, makes a URI artifact: a reference, with no bytes.
+	// Its scheme must be one the agent may produce.
+	URI string
+}
+
+// readOnly refuses what would change the task from a download handler:
+// serving a download changes nothing (EMETHOD).
+func (c *Call) readOnly(what string) error {
+	if c.handler == HandlerDownload {
+		return Errorf(EMETHOD, "the download handler cannot %s: serving a download changes nothing", what)
+	}
+	return nil
 }
 
 // CreateArtifact stages a new artifact with the given bytes, or those of
-// the workspace file spec.WorkspacePath, and returns its id. It is
-// recorded, linked to the step being executed, only if the handler
-// succeeds.
+// the workspace file spec.WorkspacePath, or a URI artifact, and returns
+// its id. It is recorded, linked to the step being executed, only if the
+// handler succeeds.
 func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byte) (string, error) {
+	if err := c.readOnly("create artifacts"); err != nil {
+		return "", err
+	}
+	var uri string
+	if spec.URI != "" {
+		var scheme string
+		var err error
+		if uri, scheme, err = CleanURI(spec.URI); err != nil {
+			return "", err
+		}
+		if out := c.build.schemes.Output; !accepts(out, scheme) {
+			return "", Errorf(EMETHOD, "the agent may not produce %s URIs (its output schemes: %s; a manifest may list more)", scheme, schemeList(out))
+		}
+		if spec.WorkspacePath != "" || len(data) != 0 {
+			return "", Errorf(EUNPROCESSABLE, "a URI artifact has no bytes: give no data or workspace_path with a uri")
+		}
+		if spec.FileName == "" {
+			spec.FileName = uriFileName(uri)
+		}
+	} else if out := c.build.schemes.Output; !accepts(out, SchemeFile) {
+		return "", Errorf(EMETHOD, "the agent may produce only URIs (its output schemes: %s)", schemeList(out))
+	}
 	name, err := CleanFileName(spec.FileName)
 	if err != nil {
 		return "", err
@@ -120,7 +165,9 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 	}
 	id := newID()
 	var blob Blob
-	if spec.WorkspacePath != "" {
+	switch {
+	case uri != "":
+	case spec.WorkspacePath != "":
 		file, err := CleanFilePath(spec.WorkspacePath)
 		if err != nil {
 			return "", err
@@ -136,7 +183,7 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 			blob.Discard()
 			return "", err
 		}
-	} else {
+	default:
 		if err := c.checkArtifactSize(int64(len(data))); err != nil {
 			return "", err
 		}
@@ -157,15 +204,23 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 		AgentCreated: true,
 		FileName:     name,
 		RelativePath: dir,
+		URI:          uri,
 		TaskID:       c.task.TaskID,
-		Size:         blob.Size(),
 		CreatedAt:    time.Now(),
+	}
+	if blob != nil {
+		sum, err := blob.SHA256()
+		if err != nil {
+			blob.Discard()
+			return "", err
+		}
+		a.Size, a.SHA256 = blob.Size(), sum
+		c.blobs = append(c.blobs, blob)
 	}
 	if c.step != nil {
 		a.StepID = c.step.StepID
 	}
 	c.artifacts = append(c.artifacts, a)
-	c.blobs = append(c.blobs, blob)
 	c.use.add(a.Size)
 	return id, nil
 }
@@ -198,6 +253,9 @@ func (c *Call) WorkspaceReadInto(ctx context.Context, name string, buf []byte) (
 // the workspace's quota of bytes and entries (the file, and each directory
 // the write makes).
 func (c *Call) WorkspaceWrite(ctx context.Context, name string, data []byte) error {
+	if err := c.readOnly("write to the workspace"); err != nil {
+		return err
+	}
 	file, err := CleanFilePath(name)
 	if err != nil {
 		return err
@@ -216,6 +274,9 @@ func (c *Call) WorkspaceStat(ctx context.Context, name string) (FileInfo, error)
 
 // WorkspaceDelete removes a file of the task's workspace.
 func (c *Call) WorkspaceDelete(ctx context.Context, name string) error {
+	if err := c.readOnly("delete workspace files"); err != nil {
+		return err
+	}
 	file, err := CleanFilePath(name)
 	if err != nil {
 		return err
@@ -243,6 +304,7 @@ type result interface {
 func (r *TaskResult) failure() string     { return r.Error }
 func (r *StepResult) failure() string     { return r.Error }
 func (r *ArtifactResult) failure() string { return r.Error }
+func (r *DownloadResult) failure() string { return r.Error }
 
 // finish reads the result of a call whose handler returned code, with
 // decode (one of the codec's). A handler that set no result returns an
@@ -290,4 +352,38 @@ func (c *Call) discard() {
 	for _, b := range c.blobs {
 		b.Discard()
 	}
+}
+
+// DownloadWriter is where a download handler's bytes go: the answer to
+// the client; httpapi implements it.
+type DownloadWriter interface {
+	// WriteDownload writes the next bytes of the download of artifact a,
+	// and returns by ctx's deadline. An error means the client will not
+	// take them (it went away, or took them too slowly): the download
+	// cannot go on.
+	WriteDownload(ctx context.Context, a *Artifact, p []byte) (int, error)
+}
+
+// DownloadWrite writes the next bytes of the download the download
+// handler serves, straight from p (the plugin's memory: nothing is copied
+// or held). The download may hold at most the artifact limit: past it,
+// ETOOLARGE before anything is written. Once the client took no more
+// (EABORTED), every later write fails the same way.
+func (c *Call) DownloadWrite(ctx context.Context, p []byte) error {
+	if c.handler != HandlerDownload || c.download == nil {
+		return Errorf(EMETHOD, "only the download handler writes a download")
+	}
+	if c.downloadErr != nil {
+		return c.downloadErr
+	}
+	if max := c.build.Limits.MaxArtifactBytes; int64(len(p)) > max-c.downloaded {
+		return Errorf(ETOOLARGE, "the download would hold more than %d bytes, the limit of an artifact the agent makes", max)
+	}
+	n, err := c.download.WriteDownload(ctx, c.artifact, p)
+	c.downloaded += int64(n)
+	if err != nil {
+		c.downloadErr = Errorf(EABORTED, "the client is not taking the download (it went away, or took it too slowly) after %d bytes", c.downloaded)
+		return c.downloadErr
+	}
+	return nil
 }

@@ -27,6 +27,7 @@ const (
 	ESLOWBODY      = "body_too_slow"         // 408: a request body did not arrive in time
 	ERANGE         = "range_not_satisfiable" // 416: a download's Range names no bytes of the file
 	EPRECONDITION  = "precondition_failed"   // 412: a download's If-Match or If-Unmodified-Since failed
+	EREFERENCE     = "artifact_is_reference" // 409: a URI artifact nobody serves the bytes of
 )
 
 // Error is a domain error: a code clients and callers may branch on and a

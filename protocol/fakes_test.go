@@ -3,6 +3,8 @@ package protocol_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"sort"
@@ -61,6 +63,12 @@ func (s *fakeStore) takeFailure() error {
 func (s *fakeStore) record(artifacts []protocol.Artifact) {
 	for _, a := range artifacts {
 		b, ok := s.staged[a.ArtifactID]
+		if a.URI != "" {
+			if ok {
+				panic("recording URI artifact " + a.ArtifactID + " with staged bytes")
+			}
+			continue
+		}
 		if !ok {
 			panic("recording artifact " + a.ArtifactID + " whose bytes were not staged")
 		}
@@ -305,6 +313,13 @@ func (b *fakeBlob) Write(p []byte) (int, error) {
 
 func (b *fakeBlob) Size() int64  { return b.size }
 func (b *fakeBlob) Close() error { return nil }
+
+func (b *fakeBlob) SHA256() (string, error) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	sum := sha256.Sum256(b.s.staged[b.id])
+	return hex.EncodeToString(sum[:]), nil
+}
 
 func (b *fakeBlob) Discard() {
 	b.s.mu.Lock()

@@ -15,8 +15,12 @@ const (
 	HandlerTask Handler = "task"
 	// HandlerStep executes a step.
 	HandlerStep Handler = "step"
-	// HandlerArtifact runs on each upload, and may reject it.
+	// HandlerArtifact runs on each upload, and may accept, reject or
+	// replace it.
 	HandlerArtifact Handler = "artifact"
+	// HandlerDownload serves an artifact's download: it writes the bytes,
+	// or leaves the download to the host.
+	HandlerDownload Handler = "download"
 )
 
 // Plugin runs the agent's handlers; runtime.Plugin implements it (through
@@ -50,6 +54,8 @@ type Codec interface {
 	DecodeStepResult(b []byte) (*StepResult, error)
 	// DecodeArtifactResult reads an artifact handler's result.
 	DecodeArtifactResult(b []byte) (*ArtifactResult, error)
+	// DecodeDownloadResult reads a download handler's result.
+	DecodeDownloadResult(b []byte) (*DownloadResult, error)
 }
 
 // HandlerInput is what a handler is called with.
@@ -60,9 +66,11 @@ type HandlerInput struct {
 	// executed and the execute-step request.
 	Step    *Step
 	Request *StepRequestBody
-	// Upload is set for the artifact handler: the uploaded artifact, whose
-	// bytes are in the workspace at Upload.WorkspacePath().
-	Upload *Artifact
+	// Artifact is set for the artifact handler, the upload (whose bytes,
+	// unless it is a URI artifact, are in the workspace at its
+	// WorkspacePath), and for the download handler, the artifact
+	// downloaded.
+	Artifact *Artifact
 }
 
 // TaskResult is what a task handler returns.
@@ -92,8 +100,26 @@ type StepResult struct {
 }
 
 // ArtifactResult is what an artifact handler returns. A Reject reason
-// refuses the upload; the client sees it.
+// refuses the upload; the client sees it. Replace, for a URI upload,
+// keeps another artifact in its place.
 type ArtifactResult struct {
-	Reject string
-	Error  string
+	Reject  string
+	Replace *Replacement
+	Error   string
+}
+
+// Replacement is what an artifact handler keeps in place of a URI upload:
+// another URI, or the bytes of a workspace file (then the artifact is that
+// file, named by its path). Exactly one is set.
+type Replacement struct {
+	URI           string
+	WorkspacePath string
+}
+
+// DownloadResult is what a download handler returns. Default leaves the
+// download to the host, as if the plugin had no download handler; it
+// must then have written nothing.
+type DownloadResult struct {
+	Default bool
+	Error   string
 }

@@ -81,23 +81,90 @@ type StepBuild struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Artifact is a file of a task: uploaded by a client or created by the agent.
+// Artifact is a file of a task: uploaded by a client or created by the
+// agent. It is bytes agentrt holds, or, when URI is set, a reference to
+// bytes held elsewhere (the artifact-management RFC).
+//
+// As JSON (MarshalJSON), it also says where it came from, as additions to
+// the specification's Artifact: "source" ("input" for a client's upload,
+// "output" for what the agent made) and "step_id" (the step that made it;
+// null for uploads and for what the task and artifact handlers made).
 type Artifact struct {
-	ArtifactID   string `json:"artifact_id"`
-	AgentCreated bool   `json:"agent_created"`
-	FileName     string `json:"file_name"`
+	ArtifactID   string
+	AgentCreated bool
+	FileName     string
 	// RelativePath is the directory of the artifact in the task's workspace,
 	// cleaned; "" for the workspace root.
-	RelativePath string    `json:"relative_path"`
-	TaskID       string    `json:"-"`
-	StepID       string    `json:"-"`
-	Size         int64     `json:"-"`
-	CreatedAt    time.Time `json:"-"`
+	RelativePath string
+	// URI, when set, is what the artifact refers to (CleanURI accepted
+	// it); it then has no bytes, and is not in the workspace.
+	URI    string
+	TaskID string
+	// StepID is the step that made the artifact; "" when none did.
+	StepID string
+	Size   int64
+	// SHA256 is the sha256 of the artifact's bytes, in hex; "" for a URI
+	// artifact, and for artifacts recorded before agentrt kept it.
+	SHA256    string
+	CreatedAt time.Time
 }
 
-// WorkspacePath is where the artifact sits in its task's workspace.
+// Artifact sources, as the RFC names them.
+const (
+	SourceInput  = "input"  // a client uploaded it
+	SourceOutput = "output" // the agent made it
+)
+
+// Source is where the artifact came from: SourceInput or SourceOutput.
+func (a *Artifact) Source() string {
+	if a.AgentCreated {
+		return SourceOutput
+	}
+	return SourceInput
+}
+
+// artifactJSON is an Artifact as clients see it.
+type artifactJSON struct {
+	ArtifactID   string  `json:"artifact_id"`
+	AgentCreated bool    `json:"agent_created"`
+	FileName     string  `json:"file_name"`
+	RelativePath string  `json:"relative_path"`
+	URI          string  `json:"uri,omitempty"`
+	Source       string  `json:"source"`
+	StepID       *string `json:"step_id"`
+}
+
+// MarshalJSON writes the artifact as clients see it.
+func (a Artifact) MarshalJSON() ([]byte, error) {
+	v := artifactJSON{ArtifactID: a.ArtifactID, AgentCreated: a.AgentCreated, FileName: a.FileName,
+		RelativePath: a.RelativePath, URI: a.URI, Source: a.Source()}
+	if a.StepID != "" {
+		v.StepID = &a.StepID
+	}
+	return MarshalJSON(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (a *Artifact) UnmarshalJSON(b []byte) error {
+	var v artifactJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = Artifact{ArtifactID: v.ArtifactID, AgentCreated: v.AgentCreated, FileName: v.FileName,
+		RelativePath: v.RelativePath, URI: v.URI}
+	if v.StepID != nil {
+		a.StepID = *v.StepID
+	}
+	return nil
+}
+
+// WorkspacePath is where the artifact sits in its task's workspace; "" for
+// a URI artifact, which is not there.
 func (a *Artifact) WorkspacePath() string {
-	if a.RelativePath == "" {
+	switch {
+	case a.URI != "":
+		return ""
+	case a.RelativePath == "":
 		return a.FileName
 	}
 	return a.RelativePath + "/" + a.FileName

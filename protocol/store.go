@@ -160,6 +160,9 @@ type Blob interface {
 	io.Writer
 	// Size is the number of bytes written.
 	Size() int64
+	// SHA256 is the sha256 of the bytes, in hex, once they are all
+	// written.
+	SHA256() (string, error)
 	// Close syncs the bytes to disk.
 	Close() error
 	// Discard removes the bytes of an artifact that will not be recorded.

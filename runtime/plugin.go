@@ -261,6 +261,7 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 		bits := int32(res[0])
 		for name, bit := range map[string]int32{
 			abi.TaskExport: abi.HandlerBitTask, abi.StepExport: abi.HandlerBitStep, abi.ArtifactExport: abi.HandlerBitArtifact,
+			abi.DownloadExport: abi.HandlerBitDownload,
 		} {
 			if bits&bit == 0 {
 				delete(p.exports, name)
@@ -316,7 +317,7 @@ func (p *Plugin) checkExports() error {
 		return errors.New("is a command module (it exports _start, not _initialize); build it as a reactor, e.g. with -buildmode=c-shared")
 	}
 	p.exports = map[string]bool{}
-	for _, name := range []string{abi.VersionExport, abi.HandlersExport, abi.StepExport, abi.TaskExport, abi.ArtifactExport} {
+	for _, name := range []string{abi.VersionExport, abi.HandlersExport, abi.StepExport, abi.TaskExport, abi.ArtifactExport, abi.DownloadExport} {
 		def := fns[name]
 		if def == nil {
 			continue

@@ -2,9 +2,12 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -18,18 +21,18 @@ import (
 func artifactColumns(alias string) string {
 	a := alias + "."
 	return a + "id, " + a + "step_id, " + a + "agent_created, " + a + "file_name, " +
-		a + "relative_path, " + a + "size, " + a + "created_at"
+		a + "relative_path, " + a + "size, " + a + "created_at, " + a + "uri, " + a + "sha256"
 }
 
 // artifactRow scans artifactColumns, which may all be NULL in a LEFT JOIN.
 type artifactRow struct {
-	id, stepID, fileName, relativePath sql.NullString
-	agentCreated                       sql.NullBool
-	size, created                      sql.NullInt64
+	id, stepID, fileName, relativePath, uri, sha256 sql.NullString
+	agentCreated                                    sql.NullBool
+	size, created                                   sql.NullInt64
 }
 
 func (r *artifactRow) dest() []any {
-	return []any{&r.id, &r.stepID, &r.agentCreated, &r.fileName, &r.relativePath, &r.size, &r.created}
+	return []any{&r.id, &r.stepID, &r.agentCreated, &r.fileName, &r.relativePath, &r.size, &r.created, &r.uri, &r.sha256}
 }
 
 func (r *artifactRow) artifact(taskID string) protocol.Artifact {
@@ -38,28 +41,35 @@ func (r *artifactRow) artifact(taskID string) protocol.Artifact {
 		AgentCreated: r.agentCreated.Bool,
 		FileName:     r.fileName.String,
 		RelativePath: r.relativePath.String,
+		URI:          r.uri.String,
 		TaskID:       taskID,
 		StepID:       r.stepID.String,
 		Size:         r.size.Int64,
+		SHA256:       r.sha256.String,
 		CreatedAt:    time.UnixMilli(r.created.Int64),
 	}
 }
 
 func insertArtifacts(w db, artifacts []protocol.Artifact) error {
 	for _, a := range artifacts {
-		var stepID any
-		if a.StepID != "" {
-			stepID = a.StepID
-		}
 		_, err := w.exec(`
-			INSERT INTO artifacts (id, task_id, step_id, agent_created, file_name, relative_path, size, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.ArtifactID, a.TaskID, stepID, boolInt(a.AgentCreated), a.FileName, a.RelativePath, a.Size, millis(a.CreatedAt))
+			INSERT INTO artifacts (id, task_id, step_id, agent_created, file_name, relative_path, size, created_at, uri, sha256)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.ArtifactID, a.TaskID, nullText(a.StepID), boolInt(a.AgentCreated), a.FileName, a.RelativePath, a.Size, millis(a.CreatedAt),
+			nullText(a.URI), nullText(a.SHA256))
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nullText stores "" as NULL.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // AddArtifacts records artifacts of a task created outside a step (an
@@ -144,8 +154,13 @@ func (s *Store) ListArtifacts(ctx context.Context, taskID string, p protocol.Pag
 	return artifacts, total, nil
 }
 
-// OpenArtifact opens a recorded artifact's bytes for reading.
+// OpenArtifact opens a recorded artifact's bytes for reading. For an
+// artifact recorded before agentrt kept the sha256 of its bytes, it reads
+// them to compute it, records it and sets a.SHA256: once per artifact.
 func (s *Store) OpenArtifact(ctx context.Context, a *protocol.Artifact) (io.ReadSeekCloser, error) {
+	if a.URI != "" {
+		return nil, fmt.Errorf("open artifact %s: it is a URI artifact, with no bytes", a.ArtifactID)
+	}
 	f, err := os.Open(s.artifactPath(a.TaskID, a.ArtifactID))
 	if errors.Is(err, fs.ErrNotExist) {
 		// Recorded, but not yet moved out of staging; or moved just now.
@@ -156,7 +171,36 @@ func (s *Store) OpenArtifact(ctx context.Context, a *protocol.Artifact) (io.Read
 	if err != nil {
 		return nil, fmt.Errorf("open artifact %s: %w", a.ArtifactID, err)
 	}
+	if a.SHA256 == "" {
+		if err := s.backfillSHA256(ctx, a, f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// backfillSHA256 computes the sha256 of an artifact's bytes, read from f
+// (which it rewinds), and records it.
+func (s *Store) backfillSHA256(ctx context.Context, a *protocol.Artifact, f *os.File) error {
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("hash artifact %s: %w", a.ArtifactID, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("hash artifact %s: %w", a.ArtifactID, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	err := s.inTx(ctx, 1, func(w db) error {
+		_, err := w.exec(`UPDATE artifacts SET sha256 = ? WHERE id = ? AND sha256 IS NULL`, sum, a.ArtifactID)
+		return err
+	})
+	if err != nil && protocol.ErrorCode(err) != protocol.EINSUFFICIENT {
+		return fmt.Errorf("record the sha256 of artifact %s: %w", a.ArtifactID, err)
+	}
+	// At the disk floor it is not recorded, but served all the same.
+	a.SHA256 = sum
+	return nil
 }
 
 // StageArtifact starts writing the bytes of a new artifact. They stay
@@ -169,16 +213,18 @@ func (s *Store) StageArtifact(ctx context.Context, artifactID string) (protocol.
 	if err != nil {
 		return nil, storageError("stage artifact", err)
 	}
-	return &blob{f: f, path: path, floor: s.floor}, nil
+	return &blob{f: f, path: path, floor: s.floor, hash: sha256.New()}, nil
 }
 
-// blob is a staged artifact file being written.
+// blob is a staged artifact file being written, or linked (hash nil: its
+// bytes were written elsewhere).
 type blob struct {
 	f     *os.File
 	path  string
 	size  int64
 	done  bool
 	floor *diskFloor
+	hash  hash.Hash // of what was written
 }
 
 func (b *blob) Write(p []byte) (int, error) {
@@ -189,6 +235,7 @@ func (b *blob) Write(p []byte) (int, error) {
 	defer done()
 	n, err := b.f.Write(p)
 	b.size += int64(n)
+	b.hash.Write(p[:n])
 	if err != nil {
 		return n, storageError("write artifact", err)
 	}
@@ -196,6 +243,24 @@ func (b *blob) Write(p []byte) (int, error) {
 }
 
 func (b *blob) Size() int64 { return b.size }
+
+// SHA256 is the sha256 of what was written, or, for a linked file, of
+// the file: it is read (its size was checked against its limits first).
+func (b *blob) SHA256() (string, error) {
+	if b.hash != nil {
+		return hex.EncodeToString(b.hash.Sum(nil)), nil
+	}
+	f, err := os.Open(b.path)
+	if err != nil {
+		return "", storageError("hash artifact", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", storageError("hash artifact", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
 
 // Close syncs the bytes to disk.
 func (b *blob) Close() error {

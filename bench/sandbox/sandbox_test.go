@@ -41,6 +41,7 @@ func (h *host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error)
 	return protocol.FileInfo{}, nil
 }
 func (h *host) WorkspaceDelete(context.Context, string) error { return nil }
+func (h *host) DownloadWrite(context.Context, []byte) error   { return nil }
 
 var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
 	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)

@@ -377,7 +377,23 @@ func (f *fleet) retire(a *fleetAgent, next *fleetBuild) {
 
 // protocolBuild is the build as the domain runs it.
 func (b *fleetBuild) protocolBuild() *protocol.Build {
-	return &protocol.Build{Plugin: pluginAdapter{b.plugin}, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings}
+	return &protocol.Build{Plugin: pluginAdapter{b.plugin}, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings,
+		Schemes: b.schemes()}
+}
+
+// schemes are the URI schemes of the build's agent: its manifest's lists,
+// and agentrt's default for a list it leaves out.
+func (b *fleetBuild) schemes() protocol.ArtifactSchemes {
+	s := protocol.DefaultArtifactSchemes
+	if b.manifest != nil && b.manifest.Capabilities.ArtifactSchemes != nil {
+		if m := b.manifest.Capabilities.ArtifactSchemes; m.Input != nil {
+			s.Input = m.Input
+		}
+		if m := b.manifest.Capabilities.ArtifactSchemes; m.Output != nil {
+			s.Output = m.Output
+		}
+	}
+	return s
 }
 
 // syncFile loads a plugin's files again and applies what changed: the
@@ -696,7 +712,7 @@ func (f *fleet) info(a *fleetAgent) httpapi.AgentInfo {
 	}
 	info.SHA256 = b.plugin.SHA256()
 	info.ABIVersion = abi.Version
-	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact} {
+	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact, protocol.HandlerDownload} {
 		if b.plugin.HasExport(abi.ExportOf(string(h))) {
 			info.Handlers = append(info.Handlers, string(h))
 		}
@@ -704,6 +720,8 @@ func (f *fleet) info(a *fleetAgent) httpapi.AgentInfo {
 	loaded := b.loadedAt.UTC()
 	info.LoadedAt = &loaded
 	info.Limits = b.limits.describe()
+	schemes := b.schemes()
+	info.ArtifactSchemes = &schemes
 	return info
 }
 

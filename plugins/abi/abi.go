@@ -30,6 +30,9 @@ const (
 	// ArtifactExport: () -> i32, optional; runs when a client uploads an
 	// artifact to a task.
 	ArtifactExport = "agentrt_on_artifact"
+	// DownloadExport: () -> i32, optional; runs when a client downloads an
+	// artifact of a task, and may write its bytes (FuncDownloadWrite).
+	DownloadExport = "agentrt_on_download"
 	// HandlersExport: () -> i32, optional; a bit set (HandlerBit*) of the
 	// handlers the plugin really defines. Kits that always export every
 	// handler function use it so that the host skips the ones nobody
@@ -46,6 +49,7 @@ const (
 	HandlerBitTask     int32 = 1 << 0
 	HandlerBitStep     int32 = 1 << 1
 	HandlerBitArtifact int32 = 1 << 2
+	HandlerBitDownload int32 = 1 << 3
 )
 
 // ExportOf returns the export that implements a handler (HandlerTask, ...),
@@ -58,6 +62,8 @@ func ExportOf(handler string) string {
 		return StepExport
 	case HandlerArtifact:
 		return ArtifactExport
+	case HandlerDownload:
+		return DownloadExport
 	}
 	return ""
 }
@@ -98,6 +104,9 @@ const (
 	// config(buf, cap) -> len: the operator's settings for this plugin as a
 	// JSON object of strings.
 	FuncConfig = "config"
+	// download_write(data, data_len) -> 0: the next bytes of the download
+	// the download handler serves, sent to the client as they come.
+	FuncDownloadWrite = "download_write"
 )
 
 // Error codes returned (negated) by host functions.
@@ -168,6 +177,7 @@ const (
 	HandlerTask     = "task"
 	HandlerStep     = "step"
 	HandlerArtifact = "artifact"
+	HandlerDownload = "download"
 )
 
 // Input is the message a handler reads with FuncInput.
@@ -179,8 +189,10 @@ type Input struct {
 	Step *Step `json:"step,omitempty"`
 	// Request is set for the step handler: the execute-step request body.
 	Request *Request `json:"request,omitempty"`
-	// Artifact is set for the artifact handler: the uploaded artifact, whose
-	// bytes are in the workspace at WorkspacePath.
+	// Artifact is set for the artifact handler, the uploaded artifact
+	// (whose bytes, unless it is a URI, are in the workspace at
+	// WorkspacePath), and for the download handler, the artifact
+	// downloaded.
 	Artifact *Artifact `json:"artifact,omitempty"`
 }
 
@@ -210,11 +222,17 @@ type Request struct {
 
 // Artifact is an artifact as a plugin sees it.
 type Artifact struct {
-	ArtifactID    string `json:"artifact_id"`
-	AgentCreated  bool   `json:"agent_created"`
-	FileName      string `json:"file_name"`
-	RelativePath  string `json:"relative_path"`
+	ArtifactID   string `json:"artifact_id"`
+	AgentCreated bool   `json:"agent_created"`
+	FileName     string `json:"file_name"`
+	RelativePath string `json:"relative_path"`
+	// WorkspacePath is where the artifact's bytes are in the workspace;
+	// absent for a URI artifact.
 	WorkspacePath string `json:"workspace_path,omitempty"`
+	// URI is set for a URI artifact: a reference to bytes held elsewhere.
+	URI string `json:"uri,omitempty"`
+	// StepID is the step that made the artifact; absent when none did.
+	StepID string `json:"step_id,omitempty"`
 }
 
 // TaskResult is the task handler's result.
@@ -243,10 +261,29 @@ type StepResult struct {
 }
 
 // ArtifactResult is the artifact handler's result. A Reject reason refuses
-// the upload; the client sees it.
+// the upload; the client sees it. Replace, for a URI upload, keeps
+// another artifact in its place.
 type ArtifactResult struct {
-	Reject string `json:"reject,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Reject  string           `json:"reject,omitempty"`
+	Replace *ArtifactReplace `json:"replace,omitempty"`
+	Error   string           `json:"error,omitempty"`
+}
+
+// ArtifactReplace is what an artifact handler keeps in place of a URI
+// upload: another URI, or the bytes of a workspace file (the artifact is
+// then named by its path). Exactly one is set.
+type ArtifactReplace struct {
+	URI           string `json:"uri,omitempty"`
+	WorkspacePath string `json:"workspace_path,omitempty"`
+}
+
+// DownloadResult is the download handler's result. Default leaves the
+// download to the host, as if there were no download handler: the stored
+// bytes, or a redirect to an http or https URI. The handler must then
+// have written nothing.
+type DownloadResult struct {
+	Default bool   `json:"default,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // MaxArtifactMetaBytes bounds FuncArtifactCreate's meta argument: a longer
@@ -255,10 +292,15 @@ const MaxArtifactMetaBytes = 4096
 
 // ArtifactMeta is FuncArtifactCreate's meta argument.
 type ArtifactMeta struct {
+	// FileName is the artifact's name; with a URI, "" names it after the
+	// URI's last path segment.
 	FileName     string `json:"file_name"`
 	RelativePath string `json:"relative_path,omitempty"`
 	// WorkspacePath, when set, registers that workspace file's bytes.
 	WorkspacePath string `json:"workspace_path,omitempty"`
+	// URI, when set, registers a URI artifact: a reference with no bytes
+	// (data_len 0, no workspace_path), of a scheme the agent may produce.
+	URI string `json:"uri,omitempty"`
 }
 
 // FileInfo describes a workspace file (FuncWorkspaceStat, FuncWorkspaceList).

@@ -124,6 +124,10 @@ func (s *scanner) artifact(a *Artifact) error {
 			return into(s, &a.RelativePath, s.str)
 		case "workspace_path":
 			return into(s, &a.WorkspacePath, s.str)
+		case "uri":
+			return into(s, &a.URI, s.str)
+		case "step_id":
+			return into(s, &a.StepID, s.str)
 		}
 		return s.skip()
 	})
@@ -243,6 +247,24 @@ func (r *TaskResult) AppendJSON(b []byte) []byte {
 func (r *ArtifactResult) AppendJSON(b []byte) []byte {
 	w := objectWriter{b: append(b, '{')}
 	w.optional("reject", r.Reject)
+	if r.Replace != nil {
+		w.key("replace")
+		rw := objectWriter{b: append(w.b, '{')}
+		rw.optional("uri", r.Replace.URI)
+		rw.optional("workspace_path", r.Replace.WorkspacePath)
+		w.b = append(rw.b, '}')
+	}
+	w.optional("error", r.Error)
+	return append(w.b, '}')
+}
+
+// AppendJSON appends r as JSON.
+func (r *DownloadResult) AppendJSON(b []byte) []byte {
+	w := objectWriter{b: append(b, '{')}
+	if r.Default {
+		w.key("default")
+		w.b = append(w.b, "true"...)
+	}
 	w.optional("error", r.Error)
 	return append(w.b, '}')
 }
@@ -254,6 +276,7 @@ func (m *ArtifactMeta) AppendJSON(b []byte) []byte {
 	w.b = appendString(w.b, m.FileName)
 	w.optional("relative_path", m.RelativePath)
 	w.optional("workspace_path", m.WorkspacePath)
+	w.optional("uri", m.URI)
 	return append(w.b, '}')
 }
 

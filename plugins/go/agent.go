@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 )
@@ -63,7 +64,8 @@ type Request struct {
 }
 
 // Artifact is a file of the task: uploaded by a client or created by the
-// agent.
+// agent. It is bytes in the workspace at Path, or, when URI is set, a
+// reference to bytes held elsewhere (which agentrt never fetches).
 type Artifact struct {
 	ID           string
 	AgentCreated bool
@@ -71,8 +73,13 @@ type Artifact struct {
 	// RelativePath is the artifact's directory in the workspace ("" for its
 	// root).
 	RelativePath string
-	// Path is where the artifact sits in the task's workspace.
+	// Path is where the artifact sits in the task's workspace; "" for a URI
+	// artifact.
 	Path string
+	// URI is what a URI artifact refers to; "" for bytes.
+	URI string
+	// StepID is the step that made the artifact; "" when none did.
+	StepID string
 }
 
 // Result is what a step handler returns.
@@ -109,10 +116,41 @@ func Reject(format string, args ...any) error {
 	return &Rejection{Reason: fmt.Sprintf(format, args...)}
 }
 
+// Replacement is the error an artifact handler returns to keep another
+// artifact in place of a URI upload. Build one with ReplaceWithURI or
+// ReplaceWithFile.
+type Replacement struct {
+	URI  string // another URI, of a scheme the agent accepts
+	Path string // or a workspace file, whose bytes the artifact becomes
+}
+
+func (r *Replacement) Error() string {
+	if r.URI != "" {
+		return "upload replaced with " + r.URI
+	}
+	return "upload replaced with the workspace file " + r.Path
+}
+
+// ReplaceWithURI returns the error that keeps uri in place of the URI
+// upload the artifact handler was given (the URI made canonical, say).
+func ReplaceWithURI(uri string) error { return &Replacement{URI: uri} }
+
+// ReplaceWithFile returns the error that makes the URI upload the artifact
+// handler was given the workspace file at path: its bytes (a snapshot),
+// named by its path.
+func ReplaceWithFile(path string) error { return &Replacement{Path: path} }
+
+// DefaultDownload is the error a download handler returns to leave the
+// download to agentrt, as if it had no download handler: the stored
+// bytes, or a redirect to an http or https URI. The handler must not have
+// written anything.
+var DefaultDownload = errors.New("the download is left to agentrt")
+
 var (
 	stepHandler     func(*Step) (Result, error)
 	taskHandler     func(*Task) ([]PlannedStep, error)
 	artifactHandler func(*Task, *Artifact) error
+	downloadHandler func(*Task, *Artifact, io.Writer) error
 )
 
 // HandleStep registers the step handler, which every plugin needs. It runs
@@ -124,10 +162,21 @@ func HandleStep(h func(s *Step) (Result, error)) { stepHandler = h }
 func HandleTask(h func(t *Task) ([]PlannedStep, error)) { taskHandler = h }
 
 // HandleArtifact registers the artifact handler, which runs when a client
-// uploads a file to a task. The file is already in the workspace at a.Path.
-// Returning a Reject error refuses the upload (the client gets a 422 with
-// the reason); any other error fails it. Call it from an init function.
+// uploads a file to a task (already in the workspace at a.Path) or a URI
+// (a.URI). Returning a Reject error refuses the upload (the client gets a
+// 422 with the reason); for a URI, a ReplaceWithURI or ReplaceWithFile
+// error keeps that instead; any other error fails it. Call it from an
+// init function.
 func HandleArtifact(h func(t *Task, a *Artifact) error) { artifactHandler = h }
+
+// HandleDownload registers the download handler, which runs when a client
+// downloads an artifact of a task: it serves the download by writing its
+// bytes to w (they go to the client as they are written, within the
+// artifact limit), or returns DefaultDownload, having written nothing, to
+// let agentrt serve it. It may read the workspace, not change it. An
+// error after the first write cuts the download short (the client sees a
+// body that ends early). Call it from an init function.
+func HandleDownload(h func(t *Task, a *Artifact, w io.Writer) error) { downloadHandler = h }
 
 // handlers is the bit set of registered handlers (abi.HandlersExport).
 func handlers() int32 {
@@ -140,6 +189,9 @@ func handlers() int32 {
 	}
 	if artifactHandler != nil {
 		bits |= abi.HandlerBitArtifact
+	}
+	if downloadHandler != nil {
+		bits |= abi.HandlerBitDownload
 	}
 	return bits
 }
@@ -221,12 +273,34 @@ func onArtifact() int32 {
 	err = guard(func() error { return artifactHandler(&t, &a) })
 	// A rejection wrapped by the handler ("checking %s: %w") still refuses.
 	var r *Rejection
-	if errors.As(err, &r) {
+	var rp *Replacement
+	switch {
+	case errors.As(err, &r):
 		return succeed(&abi.ArtifactResult{Reject: r.Reason})
-	} else if err != nil {
+	case errors.As(err, &rp):
+		return succeed(&abi.ArtifactResult{Replace: &abi.ArtifactReplace{URI: rp.URI, WorkspacePath: rp.Path}})
+	case err != nil:
 		return fail(err, "", &abi.ArtifactResult{})
 	}
 	return succeed(&abi.ArtifactResult{})
+}
+
+// onDownload runs the download handler (abi.DownloadExport).
+func onDownload() int32 {
+	in, err := readInput()
+	if err != nil || downloadHandler == nil || in.Artifact == nil {
+		return fail(err, "no download handler is registered", &abi.DownloadResult{})
+	}
+	t := taskOf(in.Task)
+	a := artifactOf(*in.Artifact)
+	err = guard(func() error { return downloadHandler(&t, &a, downloadWriter{}) })
+	switch {
+	case errors.Is(err, DefaultDownload):
+		return succeed(&abi.DownloadResult{Default: true})
+	case err != nil:
+		return fail(err, "", &abi.DownloadResult{})
+	}
+	return succeed(&abi.DownloadResult{})
 }
 
 // readInput reads and decodes the call's input message.
@@ -281,6 +355,8 @@ func fail(err error, msg string, res result) int32 {
 		r.Error = msg
 	case *abi.ArtifactResult:
 		r.Error = msg
+	case *abi.DownloadResult:
+		r.Error = msg
 	}
 	succeed(res)
 	return 1
@@ -305,7 +381,7 @@ func taskOf(t abi.Task) Task {
 
 func artifactOf(a abi.Artifact) Artifact {
 	return Artifact{ID: a.ArtifactID, AgentCreated: a.AgentCreated, FileName: a.FileName,
-		RelativePath: a.RelativePath, Path: a.WorkspacePath}
+		RelativePath: a.RelativePath, Path: a.WorkspacePath, URI: a.URI, StepID: a.StepID}
 }
 
 func str(s *string) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,13 +18,17 @@ import (
 const (
 	taskJSON = `{"task_id":"t-1","input":"write a poem","additional_input":{"style":"haiku"},` +
 		`"artifacts":[{"artifact_id":"a-1","agent_created":false,"file_name":"a.txt","relative_path":"docs","workspace_path":"docs/a.txt"},` +
-		`{"artifact_id":"a-2","agent_created":true,"file_name":"out.md","relative_path":"","workspace_path":"out.md"}]}`
+		`{"artifact_id":"a-2","agent_created":true,"file_name":"out.md","relative_path":"","workspace_path":"out.md","step_id":"s-0"}]}`
 	stepInput = `{"abi":1,"handler":"step","task":` + taskJSON + `,` +
 		`"step":{"step_id":"s-1","name":"count words","input":"planned input","additional_input":{"n":2},"planned":true},` +
 		`"request":{"input":"go on","additional_input":{"r":3}},"from_a_later_host":[1,2]}`
 	taskInput     = `{"abi":1,"handler":"task","task":` + taskJSON + `}`
 	artifactInput = `{"abi":1,"handler":"artifact","task":` + taskJSON + `,` +
 		`"artifact":{"artifact_id":"a-1","agent_created":false,"file_name":"a.txt","relative_path":"docs","workspace_path":"docs/a.txt"}}`
+	uriInput = `{"abi":1,"handler":"artifact","task":` + taskJSON + `,` +
+		`"artifact":{"artifact_id":"a-3","agent_created":false,"file_name":"r.pdf","relative_path":"","uri":"s3://b/r.pdf"}}`
+	downloadInput = `{"abi":1,"handler":"download","task":` + taskJSON + `,` +
+		`"artifact":{"artifact_id":"a-2","agent_created":true,"file_name":"out.md","relative_path":"","workspace_path":"out.md","step_id":"s-0"}}`
 	bareTask = `{"task_id":"t-2","input":null,"artifacts":[]}`
 )
 
@@ -32,15 +37,15 @@ var theTask = Task{
 	ID: "t-1", Input: "write a poem", AdditionalInput: json.RawMessage(`{"style":"haiku"}`),
 	Artifacts: []Artifact{
 		{ID: "a-1", FileName: "a.txt", RelativePath: "docs", Path: "docs/a.txt"},
-		{ID: "a-2", AgentCreated: true, FileName: "out.md", Path: "out.md"},
+		{ID: "a-2", AgentCreated: true, FileName: "out.md", Path: "out.md", StepID: "s-0"},
 	},
 }
 
 // resetHandlers unregisters every handler, now and when the test ends.
 func resetHandlers(t *testing.T) {
 	t.Helper()
-	stepHandler, taskHandler, artifactHandler = nil, nil, nil
-	t.Cleanup(func() { stepHandler, taskHandler, artifactHandler = nil, nil, nil })
+	stepHandler, taskHandler, artifactHandler, downloadHandler = nil, nil, nil, nil
+	t.Cleanup(func() { stepHandler, taskHandler, artifactHandler, downloadHandler = nil, nil, nil, nil })
 }
 
 func TestABIVersionExportIsOne(t *testing.T) {
@@ -53,6 +58,7 @@ func TestHandlersExportIsTheBitSetOfRegisteredHandlers(t *testing.T) {
 	step := func(*Step) (Result, error) { return Result{}, nil }
 	task := func(*Task) ([]PlannedStep, error) { return nil, nil }
 	artifact := func(*Task, *Artifact) error { return nil }
+	download := func(*Task, *Artifact, io.Writer) error { return nil }
 	tests := []struct {
 		name     string
 		register func()
@@ -63,7 +69,8 @@ func TestHandlersExportIsTheBitSetOfRegisteredHandlers(t *testing.T) {
 		{"task", func() { HandleTask(task) }, 1},
 		{"artifact", func() { HandleArtifact(artifact) }, 4},
 		{"task and step", func() { HandleTask(task); HandleStep(step) }, 3},
-		{"all", func() { HandleTask(task); HandleStep(step); HandleArtifact(artifact) }, 7},
+		{"download", func() { HandleDownload(download) }, 8},
+		{"all", func() { HandleTask(task); HandleStep(step); HandleArtifact(artifact); HandleDownload(download) }, 15},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +92,7 @@ func TestEachExportRunsItsOwnHandler(t *testing.T) {
 		{abi.StepExport, exportOnStep, stepInput},
 		{abi.TaskExport, exportOnTask, taskInput},
 		{abi.ArtifactExport, exportOnArtifact, artifactInput},
+		{abi.DownloadExport, exportOnDownload, downloadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.export, func(t *testing.T) {
@@ -94,6 +102,7 @@ func TestEachExportRunsItsOwnHandler(t *testing.T) {
 			HandleStep(func(*Step) (Result, error) { ran = append(ran, abi.StepExport); return Result{}, nil })
 			HandleTask(func(*Task) ([]PlannedStep, error) { ran = append(ran, abi.TaskExport); return nil, nil })
 			HandleArtifact(func(*Task, *Artifact) error { ran = append(ran, abi.ArtifactExport); return nil })
+			HandleDownload(func(*Task, *Artifact, io.Writer) error { ran = append(ran, abi.DownloadExport); return nil })
 			if code := tt.run(); code != 0 {
 				t.Errorf("returned %d, want 0", code)
 			}
@@ -178,6 +187,92 @@ func TestArtifactHandlerSeesTheTaskAndTheUpload(t *testing.T) {
 	}
 	if want := (Artifact{ID: "a-1", FileName: "a.txt", RelativePath: "docs", Path: "docs/a.txt"}); *upload != want {
 		t.Errorf("upload %+v, want %+v", *upload, want)
+	}
+}
+
+func TestArtifactHandlerSeesAURIUploadAndMayReplaceIt(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil accepts", nil, `{}`},
+		{"another URI", ReplaceWithURI("https://b.example.com/r.pdf"), `{"replace":{"uri":"https://b.example.com/r.pdf"}}`},
+		{"a workspace file", fmt.Errorf("fetched: %w", ReplaceWithFile("in/r.pdf")), `{"replace":{"workspace_path":"in/r.pdf"}}`},
+		{"Reject refuses", Reject("no s3, please"), `{"reject":"no s3, please"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resetHandlers(t)
+			h := useHost(t, &fakeHost{in: []byte(uriInput)})
+			var upload *Artifact
+			HandleArtifact(func(_ *Task, a *Artifact) error { upload = a; return tt.err })
+			if code := exportOnArtifact(); code != 0 {
+				t.Errorf("returned %d, want 0", code)
+			}
+			if want := (Artifact{ID: "a-3", FileName: "r.pdf", URI: "s3://b/r.pdf"}); *upload != want {
+				t.Errorf("upload %+v, want %+v", *upload, want)
+			}
+			if got := h.result(); got != tt.want {
+				t.Errorf("result %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDownloadHandlerWritesTheDownloadOrLeavesItToTheHost(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler func(*Task, *Artifact, io.Writer) error
+		code    int32
+		want    string
+		written string
+	}{
+		{"writes", func(_ *Task, a *Artifact, w io.Writer) error {
+			fmt.Fprintf(w, "# %s\n", a.FileName)
+			_, err := w.Write([]byte("made by " + a.StepID))
+			return err
+		}, 0, `{}`, "# out.md\nmade by s-0"},
+		{"writes nothing", func(*Task, *Artifact, io.Writer) error { return nil }, 0, `{}`, ""},
+		{"leaves it to the host", func(*Task, *Artifact, io.Writer) error { return DefaultDownload }, 0, `{"default":true}`, ""},
+		{"fails", func(_ *Task, _ *Artifact, w io.Writer) error {
+			w.Write([]byte("half"))
+			return errors.New("renderer crashed")
+		}, 1, `{"error":"renderer crashed"}`, "half"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resetHandlers(t)
+			h := useHost(t, &fakeHost{in: []byte(downloadInput)})
+			HandleDownload(tt.handler)
+			if code := exportOnDownload(); code != tt.code {
+				t.Errorf("returned %d, want %d", code, tt.code)
+			}
+			if got := h.result(); got != tt.want {
+				t.Errorf("result %s, want %s", got, tt.want)
+			}
+			if string(h.downloaded) != tt.written {
+				t.Errorf("wrote %q, want %q", h.downloaded, tt.written)
+			}
+		})
+	}
+	// A write the host refuses is the handler's error, with the host's words.
+	resetHandlers(t)
+	useHost(t, &fakeHost{in: []byte(downloadInput), fail: map[string]hostFailure{abi.FuncDownloadWrite: {abi.ErrIO, "the client is not taking the download"}}})
+	var werr error
+	HandleDownload(func(_ *Task, _ *Artifact, w io.Writer) error { _, werr = w.Write([]byte("x")); return werr })
+	if code := exportOnDownload(); code != 1 || !errors.Is(werr, ErrIO) || !strings.Contains(werr.Error(), "download_write: the client is not taking the download") {
+		t.Errorf("returned %d, write error %v; want 1 and the host's I/O error", code, werr)
+	}
+}
+
+func TestCreateURIArtifactSendsTheURIWithNoBytes(t *testing.T) {
+	h := useHost(t, &fakeHost{})
+	if _, err := CreateURIArtifact("s3://b/r.pdf", "", "links"); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.artifacts[0]; a.meta != `{"file_name":"","relative_path":"links","uri":"s3://b/r.pdf"}` || len(a.data) != 0 {
+		t.Errorf("sent meta %s and %q", a.meta, a.data)
 	}
 }
 
@@ -404,6 +499,7 @@ func TestAMissingHandlerFailsTheCallSayingSo(t *testing.T) {
 			`{"error":"no step handler is registered (call agent.HandleStep in an init function)"}`},
 		{"task", taskInput, exportOnTask, func() {}, `{"error":"no task handler is registered"}`},
 		{"artifact", artifactInput, exportOnArtifact, func() {}, `{"error":"no artifact handler is registered"}`},
+		{"download", downloadInput, exportOnDownload, func() {}, `{"error":"no download handler is registered"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -435,7 +531,7 @@ func TestAnInputTheKitCannotReadFailsTheHandlerWithoutRunningIt(t *testing.T) {
 	exports := []struct {
 		name string
 		run  func() int32
-	}{{"step", exportOnStep}, {"task", exportOnTask}, {"artifact", exportOnArtifact}}
+	}{{"step", exportOnStep}, {"task", exportOnTask}, {"artifact", exportOnArtifact}, {"download", exportOnDownload}}
 	for _, tt := range tests {
 		for _, e := range exports {
 			t.Run(tt.name+"/"+e.name, func(t *testing.T) {
@@ -446,6 +542,7 @@ func TestAnInputTheKitCannotReadFailsTheHandlerWithoutRunningIt(t *testing.T) {
 				HandleStep(func(*Step) (Result, error) { panic("must not run") })
 				HandleTask(func(*Task) ([]PlannedStep, error) { panic("must not run") })
 				HandleArtifact(func(*Task, *Artifact) error { panic("must not run") })
+				HandleDownload(func(*Task, *Artifact, io.Writer) error { panic("must not run") })
 				if code := e.run(); code != 1 {
 					t.Errorf("returned %d, want 1", code)
 				}

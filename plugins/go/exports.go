@@ -21,3 +21,6 @@ func exportOnTask() int32 { return onTask() }
 
 //go:wasmexport agentrt_on_artifact
 func exportOnArtifact() int32 { return onArtifact() }
+
+//go:wasmexport agentrt_on_download
+func exportOnDownload() int32 { return onDownload() }

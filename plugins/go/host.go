@@ -112,6 +112,25 @@ func CreateArtifact(fileName, relativePath string, data []byte) (string, error) 
 	return createArtifact(abi.ArtifactMeta{FileName: fileName, RelativePath: relativePath}, data)
 }
 
+// CreateURIArtifact publishes uri as a URI artifact of the task: a
+// reference, which agentrt records and never fetches, of a scheme the
+// agent may produce. fileName "" names it after the URI's last path
+// segment. Created in a step, it is linked to that step. It becomes
+// visible only if the handler succeeds.
+func CreateURIArtifact(uri, fileName, relativePath string) (string, error) {
+	return createArtifact(abi.ArtifactMeta{URI: uri, FileName: fileName, RelativePath: relativePath}, nil)
+}
+
+// downloadWriter sends the download handler's bytes to the client.
+type downloadWriter struct{}
+
+func (downloadWriter) Write(p []byte) (int, error) {
+	if code := hostDownloadWrite(ptr(p), uint32(len(p))); code < 0 {
+		return 0, hostError(abi.FuncDownloadWrite, code)
+	}
+	return len(p), nil
+}
+
 func createArtifact(meta abi.ArtifactMeta, data []byte) (string, error) {
 	m := meta.AppendJSON(nil)
 	id := make([]byte, 36)

@@ -31,6 +31,7 @@ type host interface {
 	workspaceList(prefix, buf []byte) int32
 	workspaceStat(path, buf []byte) int32
 	workspaceDelete(path []byte) int32
+	downloadWrite(data []byte) int32
 }
 
 // testHost answers the host functions when set; nil means no host.
@@ -119,4 +120,11 @@ func hostWorkspaceDelete(path unsafe.Pointer, pathLen uint32) int32 {
 		return abi.ErrNotAllowed
 	}
 	return testHost.workspaceDelete(bytesAt(path, pathLen))
+}
+
+func hostDownloadWrite(data unsafe.Pointer, dataLen uint32) int32 {
+	if testHost == nil {
+		return abi.ErrNotAllowed
+	}
+	return testHost.downloadWrite(bytesAt(data, dataLen))
 }

@@ -36,11 +36,12 @@ type fakeHost struct {
 	// sized read's calls.
 	growInput bool
 
-	calls     map[string]int // host calls, by function
-	results   []string       // every set_result
-	logs      []logLine
-	artifacts []createdArtifact
-	lastErr   string
+	calls      map[string]int // host calls, by function
+	results    []string       // every set_result
+	downloaded []byte         // what download_write sent
+	logs       []logLine
+	artifacts  []createdArtifact
+	lastErr    string
 }
 
 type hostFailure struct {
@@ -175,6 +176,14 @@ func (h *fakeHost) workspaceWrite(path, data []byte) int32 {
 	return 0
 }
 
+func (h *fakeHost) downloadWrite(data []byte) int32 {
+	if code, ok := h.failed(abi.FuncDownloadWrite); ok {
+		return code
+	}
+	h.downloaded = append(h.downloaded, data...)
+	return 0
+}
+
 func (h *fakeHost) info(path string) abi.FileInfo {
 	return abi.FileInfo{Path: path, Size: int64(len(h.files[path])), ModTime: h.modTime}
 }
@@ -277,6 +286,8 @@ func TestWithoutAHostEveryFunctionIsNotAllowed(t *testing.T) {
 		{"Config", func() error { _, err := Config(); return err }},
 		{"CreateArtifact", func() error { _, err := CreateArtifact("a.txt", "", []byte("x")); return err }},
 		{"PublishFile", func() error { _, err := PublishFile("a.txt", "a.txt", ""); return err }},
+		{"CreateURIArtifact", func() error { _, err := CreateURIArtifact("s3://b/k", "", ""); return err }},
+		{"download's Write", func() error { _, err := downloadWriter{}.Write([]byte("x")); return err }},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {

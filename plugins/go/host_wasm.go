@@ -39,3 +39,6 @@ func hostWorkspaceStat(path unsafe.Pointer, pathLen uint32, buf unsafe.Pointer, 
 
 //go:wasmimport agentrt_v1 workspace_delete
 func hostWorkspaceDelete(path unsafe.Pointer, pathLen uint32) int32
+
+//go:wasmimport agentrt_v1 download_write
+func hostDownloadWrite(data unsafe.Pointer, dataLen uint32) int32

@@ -34,11 +34,14 @@ type AgentInfo struct {
 	SHA256     string `json:"sha256"`
 	ABIVersion int    `json:"abi_version"`
 	// Handlers are the handlers the build defines: "task", "step",
-	// "artifact".
+	// "artifact", "download".
 	Handlers []string `json:"handlers"`
 	// Limits are the limits the agent runs under, named as the manifest
 	// names them.
 	Limits map[string]any `json:"limits"`
+	// ArtifactSchemes are the URI schemes the build serving accepts and may
+	// produce; absent when none serves.
+	ArtifactSchemes *protocol.ArtifactSchemes `json:"artifact_schemes,omitempty"`
 	// State is "ready" (a build serves), "failed" (none could be loaded)
 	// or "removed" (its plugin is gone; its tasks stay readable).
 	State string `json:"state"`

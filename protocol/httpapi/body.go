@@ -72,6 +72,7 @@ type pacedAnswer struct {
 	start time.Time
 	n     int64     // bytes written so far
 	set   time.Time // the write deadline set last
+	limit time.Time // no deadline is set past it, when not zero (cap)
 }
 
 // maxPacedWrite is the most a pacedAnswer writes under one deadline.
@@ -87,8 +88,27 @@ func newPacedAnswer(w http.ResponseWriter, p pace) *pacedAnswer {
 }
 
 func (a *pacedAnswer) extendTo(d time.Time) {
+	if !a.limit.IsZero() && d.After(a.limit) {
+		d = a.limit
+	}
 	if a.rc.SetWriteDeadline(d) == nil {
 		a.set = d
+	}
+}
+
+// cap keeps the write deadline at limit or sooner, whatever the pace
+// allows (the zero time lifts the cap): a writer that must end by a
+// deadline of its own, a plugin's call, is not held past it by a slow
+// client.
+func (a *pacedAnswer) cap(limit time.Time) {
+	if limit.Equal(a.limit) {
+		return
+	}
+	a.limit = limit
+	if !limit.IsZero() && (a.set.IsZero() || a.set.After(limit)) {
+		a.extendTo(limit)
+	} else if limit.IsZero() {
+		a.extendTo(a.pace.deadline(a.start, a.n).Add(paceSlack))
 	}
 }
 

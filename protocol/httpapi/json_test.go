@@ -45,8 +45,8 @@ func TestAnswersAreNotEscapedForHTML(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("upload: %d %s", w.Code, w.Body)
 	}
-	// An artifact: its id, its names and about 90 bytes of framing.
-	perArtifact := 36 + len(name) + len(dir) + 100
+	// An artifact: its id, its names and about 130 bytes of framing.
+	perArtifact := 36 + len(name) + len(dir) + 140
 	for path, most := range map[string]int{
 		"/artifacts": perArtifact + 100, // and the pagination
 		"":           perArtifact + 150, // and the task's own fields
@@ -59,6 +59,25 @@ func TestAnswersAreNotEscapedForHTML(t *testing.T) {
 		if len(body) > most {
 			t.Errorf("GET task%s answers %d bytes for an artifact whose names take %d: over %d", path, len(body), len(name)+len(dir), most)
 		}
+	}
+	// A URI artifact adds its URI, which needs no escaping.
+	uri := "https://example.com/" + strings.Repeat("%26", (protocol.MaxURIBytes-20)/3)
+	form.Reset()
+	mw = multipart.NewWriter(&form)
+	mw.WriteField("relative_path", dir)
+	mw.WriteField("file_name", name)
+	mw.WriteField("uri", uri)
+	mw.Close()
+	r = httptest.NewRequest("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/artifacts", &form)
+	r.Header.Set("Content-Type", mw.FormDataContentType())
+	w = httptest.NewRecorder()
+	srv.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("upload a URI: %d %s", w.Code, w.Body)
+	}
+	w = serveRequest(srv, "GET", "/ap/v1/agent/tasks/"+task.TaskID+"/artifacts?page_size=1&current_page=2", "")
+	if most := perArtifact + len(uri) + 100; w.Code != http.StatusOK || w.Body.Len() > most || !strings.Contains(w.Body.String(), `"uri":"`+uri+`"`) {
+		t.Errorf("GET a URI artifact: %d, %d bytes for an artifact whose names and URI take %d: over %d", w.Code, w.Body.Len(), len(name)+len(dir)+len(uri), most)
 	}
 	// What encoding/json escapes for JavaScript it still escapes: the
 	// answer is JSON every parser reads as the same text.

@@ -59,6 +59,18 @@ type Server struct {
 	router  *httprouter.Router
 	cfg     ServerConfig
 	uploads uploadSlots
+	// routes are the routes registered, as httprouter writes them; the
+	// spec served at /ap/v1/openapi.json has each (openapi_test.go).
+	routes []route
+}
+
+// route is a method and a path the server serves.
+type route struct{ method, path string }
+
+// add registers h for method and path.
+func (s *Server) add(method, path string, h httprouter.Handle) {
+	s.routes = append(s.routes, route{method, path})
+	s.router.Handle(method, path, h)
 }
 
 // NewServer returns the HTTP API of agents.
@@ -86,20 +98,22 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	r := s.router
 	for _, base := range []string{"", "/agents/:agent"} {
 		base += Prefix
-		r.GET(base+"/agent/tasks", s.handle(s.handleListTasks))
-		r.POST(base+"/agent/tasks", s.handle(s.handleCreateTask))
-		r.GET(base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
-		r.GET(base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
-		r.GET(base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
-		r.POST(base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
-		r.GET(base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
-		r.GET(base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
-		r.GET(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
-		r.POST(base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
-		r.GET(base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+		s.add("GET", base+"/agent/tasks", s.handle(s.handleListTasks))
+		s.add("POST", base+"/agent/tasks", s.handle(s.handleCreateTask))
+		s.add("GET", base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
+		s.add("GET", base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
+		s.add("GET", base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
+		s.add("POST", base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
+		s.add("GET", base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
+		s.add("GET", base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
+		s.add("GET", base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
+		s.add("POST", base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
+		s.add("GET", base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))
+		s.add("GET", base+"/agent/artifact-schemes", s.handle(s.handleArtifactSchemes))
+		s.add("GET", base+"/openapi.json", s.handle(s.handleOpenAPI))
 	}
-	r.GET("/agents", s.handleFleet(s.handleListAgents))
-	r.GET("/agents/:agent", s.handleFleet(s.handleGetAgent))
+	s.add("GET", "/agents", s.handleFleet(s.handleListAgents))
+	s.add("GET", "/agents/:agent", s.handleFleet(s.handleGetAgent))
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, protocol.Errorf(protocol.ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
 	})
@@ -108,6 +122,9 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 			req.Method, req.URL.Path, w.Header().Get("Allow")))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v) // net/http ends the connection without ending the answer
+		}
 		s.cfg.Log.Error("panic serving request", "method", req.Method, "path", req.URL.Path, "panic", v)
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
 	}
@@ -161,7 +178,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case protocol.EMETHOD:
 		return http.StatusMethodNotAllowed
-	case protocol.ECONFLICT:
+	case protocol.ECONFLICT, protocol.EREFERENCE:
 		return http.StatusConflict
 	case protocol.EPLUGIN:
 		return http.StatusBadGateway

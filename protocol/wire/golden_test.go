@@ -64,7 +64,8 @@ func TestEncodeInputWritesTheGoldenInputs(t *testing.T) {
 // describes, field by field.
 func domainInput(msg *abi.Input) *protocol.HandlerInput {
 	artifact := func(a *abi.Artifact) protocol.Artifact {
-		return protocol.Artifact{ArtifactID: a.ArtifactID, AgentCreated: a.AgentCreated, FileName: a.FileName, RelativePath: a.RelativePath}
+		return protocol.Artifact{ArtifactID: a.ArtifactID, AgentCreated: a.AgentCreated, FileName: a.FileName, RelativePath: a.RelativePath,
+			URI: a.URI, StepID: a.StepID}
 	}
 	in := &protocol.HandlerInput{
 		Handler: protocol.Handler(msg.Handler),
@@ -80,8 +81,8 @@ func domainInput(msg *abi.Input) *protocol.HandlerInput {
 		in.Request = &protocol.StepRequestBody{Input: r.Input, AdditionalInput: r.AdditionalInput}
 	}
 	if a := msg.Artifact; a != nil {
-		up := artifact(a)
-		in.Upload = &up
+		art := artifact(a)
+		in.Artifact = &art
 	}
 	return in
 }
@@ -96,6 +97,7 @@ func TestDecodeResultsReadTheGoldenResults(t *testing.T) {
 		"step_result":     {func() any { return &abi.StepResult{} }, func(b []byte) (any, error) { return V1.DecodeStepResult(b) }},
 		"task_result":     {func() any { return &abi.TaskResult{} }, func(b []byte) (any, error) { return V1.DecodeTaskResult(b, 10) }},
 		"artifact_result": {func() any { return &abi.ArtifactResult{} }, func(b []byte) (any, error) { return V1.DecodeArtifactResult(b) }},
+		"download_result": {func() any { return &abi.DownloadResult{} }, func(b []byte) (any, error) { return V1.DecodeDownloadResult(b) }},
 	} {
 		paths, err := filepath.Glob(filepath.Join(goldenDir, dir, "*.json"))
 		if err != nil || len(paths) == 0 {

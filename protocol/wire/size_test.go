@@ -10,11 +10,14 @@ import (
 
 // maxArtifactViewBytes is what docs/SECURITY.md says one artifact of a
 // task adds to every handler input: its id and names (a file name, its
-// directory and their join, each within the domain's limits), every
-// byte of them taking at most two in the message (a quote is \", a
-// U+2028 (3 bytes) \u2028; the domain refuses control characters), and
-// the framing.
-const maxArtifactViewBytes = 2*(protocol.MaxNameBytes+protocol.MaxPathBytes+protocol.MaxPathBytes+1+protocol.MaxNameBytes) + 128
+// directory and, for bytes, their join, each within the domain's limits),
+// every byte of them taking at most two in the message (a quote is \", a
+// U+2028 (3 bytes) \u2028; the domain refuses control characters), or,
+// for a URI artifact, its URI (which needs no escaping: CleanURI lets
+// through no '"' or '\\'), the id of the step that made it, and the
+// framing.
+const maxArtifactViewBytes = 2*(protocol.MaxNameBytes+protocol.MaxPathBytes) +
+	max(2*(protocol.MaxPathBytes+1+protocol.MaxNameBytes), protocol.MaxURIBytes) + 36 + 128
 
 // longestPath is a path of the longest names, within MaxPathBytes, of
 // copies of unit.
@@ -38,14 +41,27 @@ func TestTheHandlerInputTakesWhatDocsSecuritySays(t *testing.T) {
 		base := len(V1.EncodeInput(&protocol.HandlerInput{Handler: protocol.HandlerStep, Task: task}))
 		name := strings.Repeat(unit, protocol.MaxNameBytes/len(unit))
 		const n = 100
-		for range n {
-			task.Artifacts = append(task.Artifacts, protocol.Artifact{
-				ArtifactID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", FileName: name, RelativePath: longestPath(unit)})
+		uri := "s3://b/" + strings.Repeat("%22", (protocol.MaxURIBytes-7)/3)
+		if _, _, err := protocol.CleanURI(uri); err != nil {
+			t.Fatal(err)
 		}
+		for _, kind := range []string{"bytes", "URI"} {
+			task.Artifacts = task.Artifacts[:0]
+			for range n {
+				a := protocol.Artifact{ArtifactID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", FileName: name, RelativePath: longestPath(unit),
+					StepID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f1"}
+				if kind == "URI" {
+					a.URI = uri
+				}
+				task.Artifacts = append(task.Artifacts, a)
+			}
+			in := V1.EncodeInput(&protocol.HandlerInput{Handler: protocol.HandlerStep, Task: task})
+			if per := (len(in) - base) / n; per > maxArtifactViewBytes {
+				t.Errorf("artifacts of %s named with %q take %d bytes each in the handler input, over %d", kind, unit, per, maxArtifactViewBytes)
+			}
+		}
+		task.Artifacts[0].URI = ""
 		in := V1.EncodeInput(&protocol.HandlerInput{Handler: protocol.HandlerStep, Task: task})
-		if per := (len(in) - base) / n; per > maxArtifactViewBytes {
-			t.Errorf("artifacts named with %q take %d bytes each in the handler input, over %d", unit, per, maxArtifactViewBytes)
-		}
 		var msg struct {
 			Task struct {
 				Artifacts []struct {

@@ -36,8 +36,8 @@ func (v1) EncodeInput(in *protocol.HandlerInput) []byte {
 	if r := in.Request; r != nil {
 		msg.Request = &abi.Request{Input: r.Input, AdditionalInput: r.AdditionalInput}
 	}
-	if in.Upload != nil {
-		a := artifactView(in.Upload)
+	if in.Artifact != nil {
+		a := artifactView(in.Artifact)
 		msg.Artifact = &a
 	}
 	b, err := marshal(msg)
@@ -68,6 +68,8 @@ func artifactView(a *protocol.Artifact) abi.Artifact {
 		FileName:      a.FileName,
 		RelativePath:  a.RelativePath,
 		WorkspacePath: a.WorkspacePath(),
+		URI:           a.URI,
+		StepID:        a.StepID,
 	}
 }
 
@@ -92,7 +94,20 @@ func (v1) DecodeArtifactResult(b []byte) (*protocol.ArtifactResult, error) {
 	if err := decodeObject(b, &r); err != nil {
 		return nil, err
 	}
-	return &protocol.ArtifactResult{Reject: r.Reject, Error: r.Error}, nil
+	res := &protocol.ArtifactResult{Reject: r.Reject, Error: r.Error}
+	if r.Replace != nil {
+		res.Replace = &protocol.Replacement{URI: r.Replace.URI, WorkspacePath: r.Replace.WorkspacePath}
+	}
+	return res, nil
+}
+
+// DecodeDownloadResult reads abi.DownloadResult.
+func (v1) DecodeDownloadResult(b []byte) (*protocol.DownloadResult, error) {
+	var r abi.DownloadResult
+	if err := decodeObject(b, &r); err != nil {
+		return nil, err
+	}
+	return &protocol.DownloadResult{Default: r.Default, Error: r.Error}, nil
 }
 
 // decodeObject reads a result object into v.

@@ -113,14 +113,15 @@ func TestAPlanAtTheLimitIsKept(t *testing.T) {
 
 // fullInput is a handler input with every field the domain has set.
 func fullInput() *protocol.HandlerInput {
-	art := protocol.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", TaskID: "t1", Size: 3}
+	art := protocol.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", TaskID: "t1", StepID: "s0", Size: 3}
+	link := protocol.Artifact{ArtifactID: "a2", AgentCreated: true, FileName: "r.pdf", RelativePath: "links", URI: "s3://b/r.pdf", TaskID: "t1", StepID: "s0"}
 	return &protocol.HandlerInput{
 		Handler: protocol.HandlerStep,
-		Task:    &protocol.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []protocol.Artifact{art}},
+		Task:    &protocol.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []protocol.Artifact{art, link}},
 		Step: &protocol.Step{TaskID: "t1", StepID: "s1", Name: str("step name"), Input: str("step input"),
 			AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
-		Request: &protocol.StepRequestBody{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
-		Upload:  &art,
+		Request:  &protocol.StepRequestBody{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
+		Artifact: &art,
 	}
 }
 
@@ -137,8 +138,13 @@ func TestEncodeInputWritesEveryFieldOfTheABIInput(t *testing.T) {
 	checkEveryField(t, "input", reflect.TypeOf(abi.Input{}), msg)
 }
 
+// exclusiveFields are the fields of a message that are never set
+// together: an artifact is bytes in the workspace or a URI.
+var exclusiveFields = map[string]string{"workspace_path": "uri", "uri": "workspace_path"}
+
 // checkEveryField checks that v, a decoded JSON object, holds every field
-// of struct type typ, recursing into nested structs and arrays of them.
+// of struct type typ (or the field it excludes), recursing into nested
+// structs and arrays of them, where each field is set in some element.
 func checkEveryField(t *testing.T, path string, typ reflect.Type, v any) {
 	t.Helper()
 	obj, ok := v.(map[string]any)
@@ -146,15 +152,21 @@ func checkEveryField(t *testing.T, path string, typ reflect.Type, v any) {
 		t.Errorf("%s is %T, want an object", path, v)
 		return
 	}
+	set := func(name string) bool {
+		val, ok := obj[name]
+		return ok && val != nil && val != "" && val != false && val != 0.0
+	}
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		name := strings.Split(f.Tag.Get("json"), ",")[0]
 		if name == "" || name == "-" {
 			continue
 		}
-		val, ok := obj[name]
-		if !ok || val == nil || val == "" || val == false || val == 0.0 {
-			t.Errorf("%s.%s is not set (%v)", path, name, val)
+		val := obj[name]
+		if !set(name) {
+			if other := exclusiveFields[name]; other == "" || !set(other) {
+				t.Errorf("%s.%s is not set (%v)", path, name, val)
+			}
 			continue
 		}
 		ft := f.Type
@@ -172,8 +184,28 @@ func checkEveryField(t *testing.T, path string, typ reflect.Type, v any) {
 			for j, e := range list {
 				checkEveryField(t, fmt.Sprintf("%s.%s[%d]", path, name, j), ft.Elem(), e)
 			}
+			for other := range exclusiveFields {
+				some := false
+				for _, e := range list {
+					m, _ := e.(map[string]any)
+					some = some || (m[other] != nil && m[other] != "")
+				}
+				if _, ok := ft.Elem().FieldByName(fieldOf(ft.Elem(), other)); ok && !some {
+					t.Errorf("%s.%s: no element sets %s", path, name, other)
+				}
+			}
 		}
 	}
+}
+
+// fieldOf is the name of typ's field whose JSON name is name, or "".
+func fieldOf(typ reflect.Type, name string) string {
+	for i := range typ.NumField() {
+		if strings.Split(typ.Field(i).Tag.Get("json"), ",")[0] == name {
+			return typ.Field(i).Name
+		}
+	}
+	return ""
 }
 
 func TestEncodeInputCarriesTheDomainsValues(t *testing.T) {
@@ -181,10 +213,11 @@ func TestEncodeInputCarriesTheDomainsValues(t *testing.T) {
 	if err := json.Unmarshal(V1.EncodeInput(fullInput()), &got); err != nil {
 		t.Fatal(err)
 	}
-	art := abi.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", WorkspacePath: "dir/f.txt"}
+	art := abi.Artifact{ArtifactID: "a1", AgentCreated: true, FileName: "f.txt", RelativePath: "dir", WorkspacePath: "dir/f.txt", StepID: "s0"}
+	link := abi.Artifact{ArtifactID: "a2", AgentCreated: true, FileName: "r.pdf", RelativePath: "links", URI: "s3://b/r.pdf", StepID: "s0"}
 	want := abi.Input{
 		ABI: abi.Version, Handler: abi.HandlerStep,
-		Task:     abi.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []abi.Artifact{art}},
+		Task:     abi.Task{TaskID: "t1", Input: str("task input"), AdditionalInput: json.RawMessage(`{"k":"v"}`), Artifacts: []abi.Artifact{art, link}},
 		Step:     &abi.Step{StepID: "s1", Name: str("step name"), Input: str("step input"), AdditionalInput: json.RawMessage(`{"s":1}`), Planned: true},
 		Request:  &abi.Request{Input: str("request input"), AdditionalInput: json.RawMessage(`{"r":true}`)},
 		Artifact: &art,
@@ -193,7 +226,7 @@ func TestEncodeInputCarriesTheDomainsValues(t *testing.T) {
 		t.Errorf("input decodes as\n%+v\nwant\n%+v", got, want)
 	}
 	// The domain's handler names are the ABI's.
-	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact} {
+	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact, protocol.HandlerDownload} {
 		if abi.ExportOf(string(h)) == "" {
 			t.Errorf("handler %q has no export in the ABI", h)
 		}

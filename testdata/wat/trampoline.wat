@@ -14,6 +14,7 @@
   (import "agentrt_v1" "workspace_list" (func $workspace_list (param i32 i32 i32 i32) (result i32)))
   (import "agentrt_v1" "workspace_stat" (func $workspace_stat (param i32 i32 i32 i32) (result i32)))
   (import "agentrt_v1" "workspace_delete" (func $workspace_delete (param i32 i32) (result i32)))
+  (import "agentrt_v1" "download_write" (func $download_write (param i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "agentrt_abi_version") (result i32) (i32.const 1))
   (func (export "agentrt_on_step") (result i32) (i32.const 0))
@@ -39,6 +40,8 @@
     (call $workspace_stat (local.get 0) (local.get 1) (local.get 2) (local.get 3)))
   (func (export "call_workspace_delete") (param i32 i32) (result i32)
     (call $workspace_delete (local.get 0) (local.get 1)))
+  (func (export "call_download_write") (param i32 i32) (result i32)
+    (call $download_write (local.get 0) (local.get 1)))
   ;; Calls log n times: a host-call flood.
   (func (export "flood") (param $n i32) (result i32)
     (block $done

@@ -17,6 +17,7 @@ pub const VERSION_EXPORT: &str = "agentrt_abi_version";
 pub const STEP_EXPORT: &str = "agentrt_on_step";
 pub const TASK_EXPORT: &str = "agentrt_on_task";
 pub const ARTIFACT_EXPORT: &str = "agentrt_on_artifact";
+pub const DOWNLOAD_EXPORT: &str = "agentrt_on_download";
 pub const HANDLERS_EXPORT: &str = "agentrt_handlers";
 /// The reactor constructor; the kit's plugins do not need one.
 pub const INITIALIZE_EXPORT: &str = "_initialize";
@@ -25,6 +26,7 @@ pub const INITIALIZE_EXPORT: &str = "_initialize";
 pub const HANDLER_BIT_TASK: i32 = 1 << 0;
 pub const HANDLER_BIT_STEP: i32 = 1 << 1;
 pub const HANDLER_BIT_ARTIFACT: i32 = 1 << 2;
+pub const HANDLER_BIT_DOWNLOAD: i32 = 1 << 3;
 
 /// The host's functions, in [`IMPORT_MODULE`].
 pub const FUNC_INPUT: &str = "input";
@@ -38,6 +40,7 @@ pub const FUNC_WORKSPACE_LIST: &str = "workspace_list";
 pub const FUNC_WORKSPACE_STAT: &str = "workspace_stat";
 pub const FUNC_WORKSPACE_DELETE: &str = "workspace_delete";
 pub const FUNC_CONFIG: &str = "config";
+pub const FUNC_DOWNLOAD_WRITE: &str = "download_write";
 
 /// Error codes returned by host functions (see [`ErrorCode`](crate::ErrorCode)).
 pub const ERR_INVALID: i32 = -1;
@@ -58,6 +61,7 @@ pub const LEVEL_ERROR: i32 = 3;
 pub const HANDLER_TASK: &str = "task";
 pub const HANDLER_STEP: &str = "step";
 pub const HANDLER_ARTIFACT: &str = "artifact";
+pub const HANDLER_DOWNLOAD: &str = "download";
 
 /// The longest meta `artifact_create` reads, in bytes; the host refuses a
 /// longer one with [`ERR_INVALID`].
@@ -98,6 +102,7 @@ mod tests {
             FUNC_WORKSPACE_STAT,
             FUNC_WORKSPACE_DELETE,
             FUNC_CONFIG,
+            FUNC_DOWNLOAD_WRITE,
         ];
         want.sort_unstable();
         assert_eq!(imports, want);
@@ -122,6 +127,7 @@ mod tests {
             STEP_EXPORT,
             TASK_EXPORT,
             ARTIFACT_EXPORT,
+            DOWNLOAD_EXPORT,
             HANDLERS_EXPORT,
         ];
         want.sort_unstable();

@@ -56,8 +56,13 @@ pub struct Artifact {
     pub relative_path: String,
     /// Where the artifact's bytes sit in the task's workspace
     /// (`relative_path/file_name`); read them with
-    /// [`workspace::read`](crate::workspace::read).
+    /// [`workspace::read`](crate::workspace::read). "" for a URI artifact.
     pub path: String,
+    /// What a URI artifact refers to (bytes held elsewhere, which agentrt
+    /// never fetches); "" for bytes.
+    pub uri: String,
+    /// The step that made the artifact; "" when none did.
+    pub step_id: String,
 }
 
 /// What a step handler returns. Every field is optional; build one with
@@ -254,6 +259,8 @@ impl Artifact {
             file_name: take_string(&mut v, "file_name"),
             relative_path: take_string(&mut v, "relative_path"),
             path: take_string(&mut v, "workspace_path"),
+            uri: take_string(&mut v, "uri"),
+            step_id: take_string(&mut v, "step_id"),
         }
     }
 }
@@ -287,6 +294,7 @@ mod tests {
                     file_name: "a.txt".into(),
                     relative_path: "docs".into(),
                     path: "docs/a.txt".into(),
+                    ..Artifact::default()
                 }],
             },
             name: "count words".into(),

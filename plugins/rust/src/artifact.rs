@@ -28,6 +28,24 @@ pub fn publish_file(
     )
 }
 
+/// Publishes `uri` as a URI artifact of the task: a reference, which
+/// agentrt records and never fetches, of a scheme the agent may produce
+/// (its manifest's `capabilities.artifact_schemes.output`). A `file_name`
+/// of "" names it after the URI's last path segment. Returns its id;
+/// created by the step handler, it is linked to the step.
+pub fn create_uri_artifact(
+    uri: &str,
+    file_name: &str,
+    relative_path: &str,
+) -> Result<String, Error> {
+    let mut m = Value::object().with("file_name", file_name);
+    if !relative_path.is_empty() {
+        m.insert("relative_path", relative_path);
+    }
+    m.insert("uri", uri);
+    host::artifact_create(m.to_json().as_bytes(), &[])
+}
+
 /// The meta message of `artifact_create`.
 fn meta(file_name: &str, relative_path: &str, workspace_path: Option<&str>) -> String {
     let mut m = Value::object().with("file_name", file_name);
@@ -66,6 +84,20 @@ mod tests {
                     b"# report".to_vec()
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn creates_uri_artifacts() {
+        fake::begin("{}");
+        create_uri_artifact("s3://b/r.pdf", "", "links").unwrap();
+        let artifacts = fake::with(|s| s.artifacts.clone());
+        assert_eq!(
+            artifacts,
+            vec![(
+                r#"{"file_name":"","relative_path":"links","uri":"s3://b/r.pdf"}"#.to_string(),
+                Vec::new()
+            )]
         );
     }
 

@@ -8,12 +8,27 @@ use crate::abi;
 /// `e.message()` as the call's error (the client gets a 502). Build one from
 /// a message with `"...".into()` or [`Error::new`]; the kit's functions
 /// return one with the host's [`ErrorCode`] and explanation. An artifact
-/// handler refuses an upload with [`reject`](crate::reject) instead.
+/// handler refuses an upload with [`reject`](crate::reject) instead, or
+/// keeps another artifact in place of a URI upload with
+/// [`replace_with_uri`](crate::replace_with_uri) or
+/// [`replace_with_file`](crate::replace_with_file); a download handler
+/// leaves the download to agentrt with
+/// [`default_download`](crate::default_download).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     message: String,
     code: Option<i32>,
-    rejection: bool,
+    kind: Kind,
+}
+
+/// What an error that is not a failure asks of the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Failure,
+    Rejection,
+    ReplaceWithUri(String),
+    ReplaceWithFile(String),
+    DefaultDownload,
 }
 
 impl Error {
@@ -22,7 +37,7 @@ impl Error {
         Error {
             message: message.into(),
             code: None,
-            rejection: false,
+            kind: Kind::Failure,
         }
     }
 
@@ -32,15 +47,15 @@ impl Error {
         Error {
             message: message.into(),
             code: Some(code),
-            rejection: false,
+            kind: Kind::Failure,
         }
     }
 
-    pub(crate) fn rejection(reason: String) -> Error {
+    fn of_kind(message: String, kind: Kind) -> Error {
         Error {
-            message: reason,
+            message,
             code: None,
-            rejection: true,
+            kind,
         }
     }
 
@@ -68,13 +83,28 @@ impl Error {
 
     /// Whether this error is a [`reject`](crate::reject)ion.
     pub fn is_rejection(&self) -> bool {
-        self.rejection
+        self.kind == Kind::Rejection
+    }
+
+    /// Whether this error is [`default_download`](crate::default_download).
+    pub fn is_default_download(&self) -> bool {
+        self.kind == Kind::DefaultDownload
+    }
+
+    /// The replacement this error asks for, as `(uri, workspace_path)`,
+    /// one of them empty.
+    pub(crate) fn replacement(&self) -> Option<(&str, &str)> {
+        match &self.kind {
+            Kind::ReplaceWithUri(uri) => Some((uri, "")),
+            Kind::ReplaceWithFile(path) => Some(("", path)),
+            _ => None,
+        }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.rejection {
+        if self.kind == Kind::Rejection {
             f.write_str("upload rejected: ")?;
         }
         f.write_str(&self.message)
@@ -185,7 +215,51 @@ impl<T> Context<T> for Option<T> {
 /// # assert!(on_artifact(&Task::default(), &Artifact::default()).unwrap_err().is_rejection());
 /// ```
 pub fn reject(reason: impl Into<String>) -> Error {
-    Error::rejection(reason.into())
+    Error::of_kind(reason.into(), Kind::Rejection)
+}
+
+/// Returns the error with which an artifact handler keeps another URI in
+/// place of the URI upload it was given (the URI made canonical, say): of a
+/// scheme the agent accepts.
+///
+/// ```
+/// use agentrt::{replace_with_uri, Artifact, Error, Task};
+///
+/// fn on_artifact(_task: &Task, artifact: &Artifact) -> Result<(), Error> {
+///     if let Some(rest) = artifact.uri.strip_prefix("http://") {
+///         return Err(replace_with_uri(format!("https://{}", rest)));
+///     }
+///     Ok(())
+/// }
+/// # fn main() {}
+/// ```
+pub fn replace_with_uri(uri: impl Into<String>) -> Error {
+    let uri = uri.into();
+    Error::of_kind(
+        format!("upload replaced with {}", uri),
+        Kind::ReplaceWithUri(uri),
+    )
+}
+
+/// Returns the error with which an artifact handler makes the URI upload it
+/// was given the workspace file at `path`: its bytes (a snapshot), named by
+/// its path.
+pub fn replace_with_file(path: impl Into<String>) -> Error {
+    let path = path.into();
+    Error::of_kind(
+        format!("upload replaced with the workspace file {}", path),
+        Kind::ReplaceWithFile(path),
+    )
+}
+
+/// Returns the error with which a download handler leaves the download to
+/// agentrt, as if it had no download handler: the stored bytes, or a
+/// redirect to an http or https URI. It must not have written anything.
+pub fn default_download() -> Error {
+    Error::of_kind(
+        "the download is left to agentrt".into(),
+        Kind::DefaultDownload,
+    )
 }
 
 /// The host's error codes (plugins/ABI.md, "Error codes").

@@ -7,19 +7,23 @@
 
 use crate::abi;
 use crate::agent::{plan_message, Artifact, PlannedStep, Step, StepResult, Task};
+use crate::download::Download;
 use crate::error::Error;
 use crate::host;
 use crate::json::{self, Value};
 
 /// `agentrt_handlers`: the bit set of the handlers the plugin defines (the
 /// step handler always is).
-pub fn handlers(task: bool, artifact: bool) -> i32 {
+pub fn handlers(task: bool, artifact: bool, download: bool) -> i32 {
     let mut bits = abi::HANDLER_BIT_STEP;
     if task {
         bits |= abi::HANDLER_BIT_TASK;
     }
     if artifact {
         bits |= abi::HANDLER_BIT_ARTIFACT;
+    }
+    if download {
+        bits |= abi::HANDLER_BIT_DOWNLOAD;
     }
     bits
 }
@@ -76,6 +80,40 @@ where
     match handler(&task, &artifact) {
         Ok(()) => succeed(&Value::object()),
         Err(e) if e.is_rejection() => succeed(&Value::object().with("reject", e.message())),
+        Err(e) => match e.replacement() {
+            Some((uri, path)) => {
+                let mut replace = Value::object();
+                if !uri.is_empty() {
+                    replace.insert("uri", uri);
+                }
+                if !path.is_empty() {
+                    replace.insert("workspace_path", path);
+                }
+                succeed(&Value::object().with("replace", replace))
+            }
+            None => fail(&e),
+        },
+    }
+}
+
+/// `agentrt_on_download`.
+pub fn on_download<F>(handler: F) -> i32
+where
+    F: FnOnce(&Task, &Artifact, &mut Download) -> Result<(), Error>,
+{
+    begin();
+    let mut input = match read_input() {
+        Ok(v) => v,
+        Err(e) => return fail(&e),
+    };
+    let artifact = match input.take("artifact") {
+        Value::Null => return fail(&Error::new("the download handler's input has no artifact")),
+        v => Artifact::from_message(v),
+    };
+    let task = Task::from_message(input.take("task"));
+    match handler(&task, &artifact, &mut Download::new()) {
+        Ok(()) => succeed(&Value::object()),
+        Err(e) if e.is_default_download() => succeed(&Value::object().with("default", true)),
         Err(e) => fail(&e),
     }
 }
@@ -300,9 +338,76 @@ mod tests {
     }
 
     #[test]
+    fn runs_the_artifact_handler_on_uris() {
+        let input = r#"{"abi":1,"handler":"artifact","task":{"task_id":"t","artifacts":[]},
+            "artifact":{"artifact_id":"a","agent_created":false,"file_name":"r.pdf","relative_path":"","uri":"http://b.example/r.pdf"}}"#;
+        let handler = |_: &Task, a: &Artifact| match a.uri.strip_prefix("http://") {
+            Some(rest) => Err(crate::replace_with_uri(format!("https://{}", rest))),
+            None => Err(crate::replace_with_file("in/r.pdf")),
+        };
+        fake::begin(input);
+        assert_eq!(on_artifact(handler), 0);
+        assert_eq!(
+            fake::result().unwrap(),
+            r#"{"replace":{"uri":"https://b.example/r.pdf"}}"#
+        );
+        fake::begin(&input.replace("http://", "s3://"));
+        assert_eq!(on_artifact(handler), 0);
+        assert_eq!(
+            fake::result().unwrap(),
+            r#"{"replace":{"workspace_path":"in/r.pdf"}}"#
+        );
+    }
+
+    #[test]
+    fn runs_the_download_handler() {
+        let input = r#"{"abi":1,"handler":"download","task":{"task_id":"t","artifacts":[]},
+            "artifact":{"artifact_id":"a","agent_created":true,"file_name":"x.md","relative_path":"","workspace_path":"x.md","step_id":"s"}}"#;
+        let handler = |_: &Task, a: &Artifact, out: &mut Download| {
+            if a.file_name.ends_with(".bin") {
+                return Err(crate::default_download());
+            }
+            out.write(b"# ")?;
+            std::io::Write::write_all(out, a.step_id.as_bytes())
+                .map_err(|e| Error::new(e.to_string()))?;
+            if a.file_name.ends_with(".bad") {
+                return Err(Error::new("cannot render it"));
+            }
+            assert_eq!(out.written(), 3);
+            Ok(())
+        };
+        fake::begin(input);
+        assert_eq!(on_download(handler), 0);
+        assert_eq!(fake::result().unwrap(), "{}");
+        assert_eq!(fake::with(|s| s.downloaded.clone()), b"# s");
+
+        fake::begin(&input.replace("x.md", "x.bin"));
+        assert_eq!(on_download(handler), 0);
+        assert_eq!(fake::result().unwrap(), r#"{"default":true}"#);
+        assert!(fake::with(|s| s.downloaded.is_empty()));
+
+        fake::begin(&input.replace("x.md", "x.bad"));
+        assert_eq!(on_download(handler), 1);
+        assert_eq!(fake::result().unwrap(), r#"{"error":"cannot render it"}"#);
+
+        // A write the host refuses fails the handler with the host's words.
+        fake::begin(input);
+        fake::with(|s| {
+            s.download_fail = Some((abi::ERR_IO, "the client is not taking the download".into()))
+        });
+        assert_eq!(on_download(handler), 1);
+        assert_eq!(
+            fake::result().unwrap(),
+            r#"{"error":"download_write: the client is not taking the download"}"#
+        );
+    }
+
+    #[test]
     fn sets_handler_bits() {
-        assert_eq!(handlers(false, false), 2);
-        assert_eq!(handlers(true, false), 3);
-        assert_eq!(handlers(true, true), 7);
+        assert_eq!(handlers(false, false, false), 2);
+        assert_eq!(handlers(true, false, false), 3);
+        assert_eq!(handlers(true, true, false), 7);
+        assert_eq!(handlers(true, true, true), 15);
+        assert_eq!(handlers(false, false, true), 10);
     }
 }

@@ -15,11 +15,12 @@ use std::path::PathBuf;
 
 use crate::abi;
 use crate::agent::{Artifact, PlannedStep, Step, StepResult, Task};
-use crate::error::{reject, Error};
-use crate::exports::{on_artifact, on_step, on_task};
+use crate::download::Download;
+use crate::error::{default_download, reject, replace_with_file, replace_with_uri, Error};
+use crate::exports::{on_artifact, on_download, on_step, on_task};
 use crate::host::fake;
 use crate::json::{parse, Value};
-use crate::{config, create_artifact, publish_file, workspace};
+use crate::{config, create_artifact, create_uri_artifact, publish_file, workspace};
 
 const FUTURE: &str = "future_";
 
@@ -132,6 +133,8 @@ fn artifact_message(a: &Artifact) -> Value {
         .with("file_name", a.file_name.as_str())
         .with("relative_path", a.relative_path.as_str())
         .with("workspace_path", a.path.as_str())
+        .with("uri", a.uri.as_str())
+        .with("step_id", a.step_id.as_str())
 }
 
 fn task_message(t: &Task) -> Value {
@@ -189,6 +192,11 @@ fn kit_view_of_input(name: &str, text: &str) -> Value {
         abi::HANDLER_ARTIFACT => on_artifact(|t: &Task, a: &Artifact| {
             seen =
                 Some(input_message(abi::HANDLER_ARTIFACT, t).with("artifact", artifact_message(a)));
+            Ok(())
+        }),
+        abi::HANDLER_DOWNLOAD => on_download(|t: &Task, a: &Artifact, _: &mut Download| {
+            seen =
+                Some(input_message(abi::HANDLER_DOWNLOAD, t).with("artifact", artifact_message(a)));
             Ok(())
         }),
         other => panic!("{}: unknown handler {:?}", name, other),
@@ -356,15 +364,51 @@ fn writes_the_golden_artifact_results() {
     for (name, text) in goldens("artifact_result") {
         let want = parse(&text).unwrap();
         let mut m = Members::of(&name, &want);
-        let answer = match (m.text("reject"), m.text("error")) {
-            (None, None) => Ok(()),
-            (Some(reason), None) => Err(reject(reason)),
-            (None, Some(e)) => Err(Error::new(e)),
-            (Some(_), Some(_)) => panic!("{}: the Rust kit writes reject or error, not both", name),
+        let replace = m.take("replace").map(|r| {
+            let mut r = Members::of(&format!("{} replace", name), &r);
+            let (uri, path) = (r.text("uri"), r.text("workspace_path"));
+            r.done();
+            match (uri, path) {
+                (Some(uri), None) => replace_with_uri(uri),
+                (None, Some(path)) => replace_with_file(path),
+                _ => panic!(
+                    "{}: the Rust kit replaces with a uri or a workspace_path",
+                    name
+                ),
+            }
+        });
+        let answer = match (m.text("reject"), m.text("error"), replace) {
+            (None, None, None) => Ok(()),
+            (Some(reason), None, None) => Err(reject(reason)),
+            (None, Some(e), None) => Err(Error::new(e)),
+            (None, None, Some(r)) => Err(r),
+            _ => panic!(
+                "{}: the Rust kit writes one of reject, replace and error",
+                name
+            ),
         };
         m.done();
         fake::begin(&input);
         on_artifact(move |_, _| answer);
+        assert_same(&name, &result_message(), &without_future(&want));
+    }
+}
+
+#[test]
+fn writes_the_golden_download_results() {
+    let input = golden("input/download.json");
+    for (name, text) in goldens("download_result") {
+        let want = parse(&text).unwrap();
+        let mut m = Members::of(&name, &want);
+        let answer = match (m.take("default"), m.text("error")) {
+            (None, None) => Ok(()),
+            (Some(Value::Bool(true)), None) => Err(default_download()),
+            (None, Some(e)) => Err(Error::new(e)),
+            _ => panic!("{}: the Rust kit writes default or error, not both", name),
+        };
+        m.done();
+        fake::begin(&input);
+        on_download(move |_, _, _| answer);
         assert_same(&name, &result_message(), &without_future(&want));
     }
 }
@@ -377,16 +421,21 @@ fn writes_the_golden_artifact_metas() {
         let file_name = m.text("file_name").unwrap_or_default();
         let relative_path = m.text("relative_path").unwrap_or_default();
         let workspace_path = m.text("workspace_path");
+        let uri = m.text("uri");
         m.done();
         fake::begin("{}");
-        match workspace_path {
-            Some(path) => {
+        match (workspace_path, uri) {
+            (Some(path), None) => {
                 workspace::write(&path, b"bytes").unwrap();
                 publish_file(&path, &file_name, &relative_path).unwrap();
             }
-            None => {
+            (None, Some(uri)) => {
+                create_uri_artifact(&uri, &file_name, &relative_path).unwrap();
+            }
+            (None, None) => {
                 create_artifact(&file_name, &relative_path, b"bytes").unwrap();
             }
+            _ => panic!("{}: a meta with both a workspace_path and a uri", name),
         }
         let meta = fake::with(|s| s.artifacts[0].0.clone());
         assert_same(&name, &parse(&meta).unwrap(), &without_future(&want));

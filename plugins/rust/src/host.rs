@@ -57,6 +57,8 @@ mod raw {
         pub fn host_workspace_delete(path: *const u8, path_len: i32) -> i32;
         #[link_name = "config"]
         pub fn host_config(buf: *mut u8, cap: i32) -> i32;
+        #[link_name = "download_write"]
+        pub fn host_download_write(data: *const u8, data_len: i32) -> i32;
     }
 }
 
@@ -225,6 +227,14 @@ pub(crate) fn workspace_delete(path: &str) -> Result<(), Error> {
     // SAFETY: the host only reads path.
     status(abi::FUNC_WORKSPACE_DELETE, unsafe {
         raw::host_workspace_delete(path.as_ptr(), path_len)
+    })
+}
+
+pub(crate) fn download_write(data: &[u8]) -> Result<(), Error> {
+    let len = len32(abi::FUNC_DOWNLOAD_WRITE, data.len())?;
+    // SAFETY: the host only reads the len bytes at data.
+    status(abi::FUNC_DOWNLOAD_WRITE, unsafe {
+        raw::host_download_write(data.as_ptr(), len)
     })
 }
 

@@ -55,13 +55,15 @@
 //! |---|---|---|
 //! | `step` (required) | `fn(&Step) -> Result<StepResult, Error>` | for every executed step |
 //! | `task` | `fn(&Task) -> Result<Vec<PlannedStep>, Error>` | once, when a task is created; may plan steps |
-//! | `artifact` | `fn(&Task, &Artifact) -> Result<(), Error>` | when a client uploads a file; `Err(reject(..))` refuses it |
+//! | `artifact` | `fn(&Task, &Artifact) -> Result<(), Error>` | when a client uploads a file or a URI; `Err(reject(..))` refuses it, `Err(replace_with_uri(..))` or `Err(replace_with_file(..))` keeps another artifact in place of a URI |
+//! | `download` | `fn(&Task, &Artifact, &mut Download) -> Result<(), Error>` | when a client downloads an artifact; writes its bytes, or `Err(default_download())` leaves it to agentrt |
 //!
 //! A handler's `Err(e)` fails the call: the client gets a 502 with
 //! `e.message()`, and artifacts the call created are dropped.
 //!
-//! From a handler, the plugin can [`log()`], [`create_artifact`] and
-//! [`publish_file`], use its task's [`workspace`] and read its [`config()`].
+//! From a handler, the plugin can [`log()`], [`create_artifact`],
+//! [`publish_file`] and [`create_uri_artifact`], use its task's
+//! [`workspace`] and read its [`config()`].
 //! Messages are JSON; [`json`] is the kit's own small JSON module, with
 //! [`json::Value`] for free-form fields such as `additional_input`. The kit
 //! has no dependencies (serde_json would add about 100 KB to every plugin);
@@ -95,6 +97,7 @@
 mod agent;
 mod artifact;
 mod config;
+mod download;
 mod error;
 mod host;
 mod log;
@@ -112,59 +115,70 @@ pub mod testing;
 mod golden_tests;
 
 pub use agent::{Artifact, PlannedStep, Request, Step, StepResult, Task};
-pub use artifact::{create_artifact, publish_file};
+pub use artifact::{create_artifact, create_uri_artifact, publish_file};
 pub use config::config;
-pub use error::{reject, Context, Error, ErrorCode};
+pub use download::Download;
+pub use error::{
+    default_download, reject, replace_with_file, replace_with_uri, Context, Error, ErrorCode,
+};
 pub use log::{debug, error, info, log, warn, Level};
 
 /// Defines the plugin's exports from its handlers.
 ///
 /// ```
-/// # use agentrt::{Artifact, Error, PlannedStep, Step, StepResult, Task};
+/// # use agentrt::{Artifact, Download, Error, PlannedStep, Step, StepResult, Task};
 /// # fn on_step(_: &Step) -> Result<StepResult, Error> { Ok(StepResult::new()) }
 /// # fn on_task(_: &Task) -> Result<Vec<PlannedStep>, Error> { Ok(vec![]) }
 /// # fn on_artifact(_: &Task, _: &Artifact) -> Result<(), Error> { Ok(()) }
-/// agentrt::export_agent!(step = on_step, task = on_task, artifact = on_artifact);
+/// # fn on_download(_: &Task, _: &Artifact, _: &mut Download) -> Result<(), Error> { Ok(()) }
+/// agentrt::export_agent!(step = on_step, task = on_task, artifact = on_artifact, download = on_download);
 /// # fn main() {}
 /// ```
 ///
-/// `step` is required; `task` and `artifact` are optional, in any order. A
-/// handler is a function or a closure with the signature in the
-/// [crate docs](crate#handlers). Use the macro once, at the top level of the
-/// plugin crate.
+/// `step` is required; `task`, `artifact` and `download` are optional, in
+/// any order. A handler is a function or a closure with the signature in
+/// the [crate docs](crate#handlers). Use the macro once, at the top level
+/// of the plugin crate.
 ///
-/// It defines `agentrt_abi_version`, `agentrt_handlers` and the three
+/// It defines `agentrt_abi_version`, `agentrt_handlers` and the four
 /// handler exports, each `() -> i32`. A handler that is not given is still
 /// exported (answering with an error), and `agentrt_handlers` tells the host
 /// it does not exist.
 #[macro_export]
 macro_rules! export_agent {
-    // Collect the handlers into [step] [task] [artifact], each [] or [handler].
-    (@collect [] $t:tt $a:tt step = $h:expr, $($rest:tt)*) => {
-        $crate::export_agent!(@collect [$h] $t $a $($rest)*);
+    // Collect the handlers into [step] [task] [artifact] [download], each
+    // [] or [handler].
+    (@collect [] $t:tt $a:tt $d:tt step = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect [$h] $t $a $d $($rest)*);
     };
-    (@collect $s:tt [] $a:tt task = $h:expr, $($rest:tt)*) => {
-        $crate::export_agent!(@collect $s [$h] $a $($rest)*);
+    (@collect $s:tt [] $a:tt $d:tt task = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect $s [$h] $a $d $($rest)*);
     };
-    (@collect $s:tt $t:tt [] artifact = $h:expr, $($rest:tt)*) => {
-        $crate::export_agent!(@collect $s $t [$h] $($rest)*);
+    (@collect $s:tt $t:tt [] $d:tt artifact = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect $s $t [$h] $d $($rest)*);
     };
-    (@collect $s:tt $t:tt $a:tt step = $h:expr, $($rest:tt)*) => {
+    (@collect $s:tt $t:tt $a:tt [] download = $h:expr, $($rest:tt)*) => {
+        $crate::export_agent!(@collect $s $t $a [$h] $($rest)*);
+    };
+    (@collect $s:tt $t:tt $a:tt $d:tt step = $h:expr, $($rest:tt)*) => {
         compile_error!("export_agent!: `step` is given twice");
     };
-    (@collect $s:tt $t:tt $a:tt task = $h:expr, $($rest:tt)*) => {
+    (@collect $s:tt $t:tt $a:tt $d:tt task = $h:expr, $($rest:tt)*) => {
         compile_error!("export_agent!: `task` is given twice");
     };
-    (@collect $s:tt $t:tt $a:tt artifact = $h:expr, $($rest:tt)*) => {
+    (@collect $s:tt $t:tt $a:tt $d:tt artifact = $h:expr, $($rest:tt)*) => {
         compile_error!("export_agent!: `artifact` is given twice");
     };
-    (@collect $s:tt $t:tt $a:tt $other:ident = $h:expr, $($rest:tt)*) => {
-        compile_error!(concat!("export_agent!: unknown handler `", stringify!($other), "` (expected step, task or artifact)"));
+    (@collect $s:tt $t:tt $a:tt $d:tt download = $h:expr, $($rest:tt)*) => {
+        compile_error!("export_agent!: `download` is given twice");
     };
-    (@collect [] $t:tt $a:tt) => {
+    (@collect $s:tt $t:tt $a:tt $d:tt $other:ident = $h:expr, $($rest:tt)*) => {
+        compile_error!(concat!("export_agent!: unknown handler `", stringify!($other), "` (expected step, task, artifact or download)"));
+    };
+    (@collect [] $t:tt $a:tt $d:tt) => {
         compile_error!("export_agent!: the step handler is required: export_agent!(step = on_step)");
     };
-    (@collect [$s:expr] $t:tt $a:tt) => {
+    (@collect [$s:expr] $t:tt $a:tt $d:tt) => {
         /// The handlers, for [`agentrt::test_host!`](agentrt::test_host)
         /// in the crate's tests.
         #[cfg(not(target_arch = "wasm32"))]
@@ -174,6 +188,7 @@ macro_rules! export_agent {
                 step: || $crate::exports::on_step($s),
                 task: $crate::export_agent!(@handler on_task $t),
                 artifact: $crate::export_agent!(@handler on_artifact $a),
+                download: $crate::export_agent!(@handler on_download $d),
             }
         }
 
@@ -185,7 +200,11 @@ macro_rules! export_agent {
 
             #[no_mangle]
             pub extern "C" fn agentrt_handlers() -> i32 {
-                $crate::exports::handlers($crate::export_agent!(@given $t), $crate::export_agent!(@given $a))
+                $crate::exports::handlers(
+                    $crate::export_agent!(@given $t),
+                    $crate::export_agent!(@given $a),
+                    $crate::export_agent!(@given $d),
+                )
             }
 
             #[no_mangle]
@@ -202,6 +221,11 @@ macro_rules! export_agent {
             pub extern "C" fn agentrt_on_artifact() -> i32 {
                 $crate::export_agent!(@call on_artifact "artifact" $a)
             }
+
+            #[no_mangle]
+            pub extern "C" fn agentrt_on_download() -> i32 {
+                $crate::export_agent!(@call on_download "download" $d)
+            }
         };
     };
     (@handler $run:ident []) => { ::std::option::Option::None };
@@ -214,6 +238,6 @@ macro_rules! export_agent {
     (@call $run:ident $name:literal [$h:expr]) => { $crate::exports::$run($h) };
     // The entry point.
     ($($key:ident = $h:expr),+ $(,)?) => {
-        $crate::export_agent!(@collect [] [] [] $($key = $h,)+);
+        $crate::export_agent!(@collect [] [] [] [] $($key = $h,)+);
     };
 }

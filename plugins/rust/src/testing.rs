@@ -57,6 +57,7 @@ pub struct Handlers {
     pub step: fn() -> i32,
     pub task: Option<fn() -> i32>,
     pub artifact: Option<fn() -> i32>,
+    pub download: Option<fn() -> i32>,
 }
 
 /// Makes a [`Host`] running the handlers the crate gave

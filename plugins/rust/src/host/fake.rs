@@ -32,6 +32,9 @@ pub(crate) struct State {
     pub input_calls: usize,
     /// The number in the last id handed out: an artifact's id is the next.
     pub last_id: u64,
+    /// What download_write sent; download_fail makes it fail.
+    pub downloaded: Vec<u8>,
+    pub download_fail: Option<(i32, String)>,
 }
 
 thread_local! {
@@ -243,7 +246,11 @@ pub unsafe fn host_artifact_create(
             }
         };
         let name = parsed["file_name"].as_str().unwrap_or("");
-        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        if (name.is_empty() && parsed["uri"].as_str().is_none())
+            || name == "."
+            || name == ".."
+            || name.contains('/')
+        {
             return fail(
                 s,
                 abi::ERR_BAD_PATH,
@@ -419,6 +426,16 @@ pub unsafe fn host_workspace_delete(path: *const u8, path_len: i32) -> i32 {
                 &format!("no file {:?} in the task's workspace", path),
             ),
         }
+    })
+}
+
+pub unsafe fn host_download_write(data: *const u8, data_len: i32) -> i32 {
+    call(|s| {
+        if let Some((code, msg)) = s.download_fail.clone() {
+            return fail(s, code, &msg);
+        }
+        s.downloaded.extend_from_slice(bytes(data, data_len));
+        0
     })
 }
 
