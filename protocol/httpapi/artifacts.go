@@ -289,7 +289,14 @@ func (d *downloadAnswer) WriteDownload(ctx context.Context, art *protocol.Artifa
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return d.paced.Write(p)
+	n, err := d.paced.Write(p)
+	if err == nil {
+		// The bytes go to the client as the handler writes them, not
+		// when net/http's buffer fills: a download that fails later has
+		// sent its status and what came before.
+		err = d.paced.rc.Flush()
+	}
+	return n, err
 }
 
 // end ends a download the handler served: an empty one, if it wrote

@@ -4,8 +4,10 @@
 // {"output": input} otherwise, so that other tasks can be served alongside.
 //
 // The step input names the attack ("utf8-output", "empty-logs", ...; see
-// onStep), the task input a task handler attack ("plan 349521"), and the
-// uploaded file's name an artifact handler attack ("block-dir.txt").
+// onStep), the task input a task handler attack ("plan 349521"), the
+// uploaded file's name an artifact handler attack ("block-dir.txt"), and
+// the downloaded artifact's name a download handler attack
+// ("dl-big.txt"; see onDownload).
 //
 // Built by the tests (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared).
 package main
@@ -42,6 +44,9 @@ func hostWorkspaceWrite(path unsafe.Pointer, pathLen uint32, data unsafe.Pointer
 
 //go:wasmimport agentrt_v1 workspace_delete
 func hostWorkspaceDelete(path unsafe.Pointer, pathLen uint32) int32
+
+//go:wasmimport agentrt_v1 download_write
+func hostDownloadWrite(data unsafe.Pointer, dataLen uint32) int32
 
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -241,6 +246,11 @@ func onStep() int32 {
 	case "quick":
 		return output("quick")
 
+	// download_write outside the download handler.
+	case "dl-write":
+		p, n := str("not a download")
+		return output(fmt.Sprintf("%d %s", hostDownloadWrite(p, n), lastError()))
+
 	// A file at a path, for an upload to replace.
 	case "write":
 		if code := write(arg, []byte("old")); code != 0 {
@@ -337,6 +347,53 @@ func onArtifact() int32 {
 		log([]byte(strings.Repeat("l", 60<<10)))
 	}
 	return result(`{}`)
+}
+
+// onDownload attacks the host through download_write; the artifact's
+// name says how. Anything else is left to the host.
+//
+//go:wasmexport agentrt_on_download
+func onDownload() int32 {
+	in := readInput()
+	if in.Artifact == nil {
+		return fail("no artifact")
+	}
+	send := func(b []byte) int32 { return hostDownloadWrite(ptr(b), uint32(len(b))) }
+	name, _, _ := strings.Cut(in.Artifact.FileName, ".")
+	switch name {
+	case "dl-big": // one write of 200 MiB of memory never touched
+		buf := make([]byte, 200<<20)
+		code := send(buf)
+		send([]byte(fmt.Sprintf("%d %s", code, lastError())))
+		return result(`{}`)
+	case "dl-fault": // a range past the plugin's memory
+		code := hostDownloadWrite(unsafe.Pointer(uintptr(0xfffffff0)), 0x20)
+		send([]byte(fmt.Sprintf("%d %s", code, lastError())))
+		return result(`{}`)
+	case "dl-limit": // 1 MiB at a time, until refused
+		chunk := make([]byte, 1<<20)
+		for i := range chunk {
+			chunk[i] = 'L'
+		}
+		for {
+			if code := send(chunk); code != 0 {
+				log([]byte(fmt.Sprintf("refused: %d %s", code, lastError())))
+				return result(`{}`)
+			}
+		}
+	case "dl-flood": // a byte at a time, for ever
+		b := []byte("f")
+		for {
+			send(b)
+		}
+	case "dl-mutate": // changes the task while serving a download
+		meta := []byte(`{"file_name":"made.txt"}`)
+		codes := fmt.Sprintf("%d %d %d", write("made.txt", []byte("x")), remove(in.Artifact.WorkspacePath),
+			hostArtifactCreate(ptr(meta), uint32(len(meta)), nil, 0, nil))
+		send([]byte(codes))
+		return result(`{}`)
+	}
+	return result(`{"default":true}`)
 }
 
 func main() {}
