@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,8 +44,10 @@ Commands:
   get-step TASK_ID STEP_ID          show one step
   artifacts TASK_ID                 list a task's artifacts
   upload TASK_ID FILE               upload a file as an artifact of the task
+  upload TASK_ID --uri URI          upload a URI artifact: a reference, not bytes
   download TASK_ID [ARTIFACT_ID...] download artifacts (every one of the task's
                                     when none is named)
+  schemes                           list the URI schemes the agent takes and makes
 
 Flags of every command, before or after it:
   --url URL        the server: its base URL (http://HOST:PORT) or its /ap/v1 root
@@ -108,6 +111,7 @@ type clientOptions struct {
 	page, pageSize  int
 	all             bool
 	relativePath    string
+	uri, fileName   string
 }
 
 // clientSubcommand is one command of "agentrt client".
@@ -154,11 +158,16 @@ and {"saved": [...]} when downloading.`,
 	{name: "artifacts", args: "TASK_ID", min: 1, max: 1, run: clientArtifacts,
 		summary: `Lists a task's artifacts, a page at a time (or all with --all).`,
 		flags:   pageFlags},
-	{name: "upload", args: "TASK_ID FILE", min: 2, max: 2, run: clientUpload,
+	{name: "upload", args: "TASK_ID [FILE]", min: 1, max: 2, run: clientUpload,
 		summary: `Uploads FILE as an artifact of the task, streamed from disk, under its
-own name in the workspace directory --relative-path.`,
+own name in the workspace directory --relative-path. With --uri instead
+of FILE, uploads a URI artifact: a reference to bytes held elsewhere,
+which the server records and hands to its agent (the artifact-management
+RFC; "agentrt client schemes" lists the schemes the agent takes).`,
 		flags: func(fs *flag.FlagSet, o *clientOptions) {
 			fs.StringVar(&o.relativePath, "relative-path", "", "the `DIR` of the task's workspace to put the file in")
+			fs.StringVar(&o.uri, "uri", "", "upload this `URI` as a URI artifact instead of a file")
+			fs.StringVar(&o.fileName, "file-name", "", "with --uri, the artifact's `NAME` (default: after the URI)")
 		}},
 	{name: "download", args: "TASK_ID [ARTIFACT_ID...]", min: 1, max: -1, run: clientDownload,
 		summary: `Saves the named artifacts of the task, or all of them when none is
@@ -170,11 +179,16 @@ written outside --dir. Each file is written under a temporary name and
 renamed when complete, so a download that fails or is interrupted leaves
 nothing half-written. An existing file is not replaced unless --force is
 given. When several artifacts have the same path (a file uploaded
-twice), the latest is saved and the others are skipped.`,
+twice), the latest is saved and the others are skipped. A URI artifact
+is not fetched: its URI is printed instead.`,
 		flags: func(fs *flag.FlagSet, o *clientOptions) {
 			fs.StringVar(&o.dir, "dir", ".", "the `DIR` to save into (made if missing)")
 			forceFlag(fs, o)
 		}},
+	{name: "schemes", run: clientSchemes,
+		summary: `Lists the URI schemes the agent accepts in uploads (input) and may
+produce (output), "file" standing for bytes (GET /agent/artifact-schemes,
+from the artifact-management RFC).`},
 }
 
 func additionalInputFlag(fs *flag.FlagSet, o *clientOptions) {
@@ -601,6 +615,16 @@ func clientArtifacts(ctx context.Context, s *clientSession, args []string) error
 }
 
 func clientUpload(ctx context.Context, s *clientSession, args []string) error {
+	switch {
+	case len(args) == 2 && s.opts.uri != "":
+		return &usageError{"upload takes a FILE or --uri, not both"}
+	case len(args) == 1 && s.opts.uri == "":
+		return &usageError{"upload needs a FILE, or --uri URI"}
+	case s.opts.fileName != "" && s.opts.uri == "":
+		return &usageError{"--file-name goes with --uri; a file is uploaded under its own name"}
+	case s.opts.uri != "":
+		return clientUploadURI(ctx, s, args[0])
+	}
 	taskID, file := args[0], args[1]
 	f, err := os.Open(file)
 	if err != nil {
@@ -625,6 +649,41 @@ func clientUpload(ctx context.Context, s *clientSession, args []string) error {
 	}
 	fmt.Fprintf(s.env.stdout, "uploaded %s (%s) as artifact %s  %s\n", printableLine(file, 0), humanBytes(fi.Size()),
 		printableLine(art.ArtifactID, 0), printableLine(artifactPath(*art), 0))
+	return nil
+}
+
+func clientUploadURI(ctx context.Context, s *clientSession, taskID string) error {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	art, err := s.c.UploadURI(cctx, taskID, s.opts.uri, s.opts.fileName, s.opts.relativePath)
+	if err != nil {
+		return err
+	}
+	if s.flags.json {
+		return s.printJSON(art)
+	}
+	fmt.Fprintf(s.env.stdout, "uploaded %s as artifact %s  %s\n", printableLine(art.URI, 0),
+		printableLine(art.ArtifactID, 0), printableLine(artifactPath(*art), 0))
+	return nil
+}
+
+func clientSchemes(ctx context.Context, s *clientSession, _ []string) error {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	schemes, err := s.c.ArtifactSchemes(cctx)
+	if err != nil {
+		return err
+	}
+	if s.flags.json {
+		return s.printJSON(schemes)
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return printableLine(strings.Join(l, " "), 0)
+	}
+	fmt.Fprintf(s.env.stdout, "input:  %s\noutput: %s\n", list(schemes.Input), list(schemes.Output))
 	return nil
 }
 
@@ -682,6 +741,11 @@ func (s *clientSession) saveAll(ctx context.Context, taskID string, arts []clien
 	saved := []savedArtifact{}
 	failed := 0
 	for i, a := range arts {
+		if a.URI != "" {
+			fmt.Fprintf(s.env.stderr, "skipped artifact %s: a URI artifact, not fetched: %s\n",
+				printableLine(a.ArtifactID, 0), printableLine(a.URI, 0))
+			continue
+		}
 		if p, err := client.LocalPath(a); err == nil && latest[p] != i {
 			fmt.Fprintf(s.env.stderr, "skipped artifact %s: artifact %s, listed after it, has the same path %s\n",
 				printableLine(a.ArtifactID, 0), printableLine(arts[latest[p]].ArtifactID, 0), printableLine(p, 0))
@@ -773,14 +837,23 @@ func (s *clientSession) printArtifacts(arts []client.Artifact, heading, none str
 		fmt.Fprintln(w, heading)
 		indent = "  "
 	}
+	uris := slices.ContainsFunc(arts, func(a client.Artifact) bool { return a.URI != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%sARTIFACT ID\tBY\tPATH\n", indent)
+	fmt.Fprintf(tw, "%sARTIFACT ID\tBY\tPATH", indent)
+	if uris {
+		fmt.Fprint(tw, "\tURI")
+	}
+	fmt.Fprintln(tw)
 	for _, a := range arts {
 		by := "upload"
 		if a.AgentCreated {
 			by = "agent"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\n", indent, printableLine(a.ArtifactID, 0), by, printableLine(artifactPath(a), 0))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s", indent, printableLine(a.ArtifactID, 0), by, printableLine(artifactPath(a), 0))
+		if uris {
+			fmt.Fprintf(tw, "\t%s", printableLine(a.URI, 0))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,6 +314,53 @@ func TestClientCommandsAgainstALiveServer(t *testing.T) {
 	}
 }
 
+// URI artifacts through the client: uploaded with --uri, listed with
+// their URI, never fetched by a download (a redirect is not followed).
+func TestClientUploadsURIsListsSchemesAndDoesNotFetchURIArtifacts(t *testing.T) {
+	var fetched atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
+	defer origin.Close()
+	ts := serve(t, examplePlugin(t, "echo-go"))
+	url := "--url=" + ts.URL
+	task := ts.createTask(`{}`).TaskID
+	target := origin.URL + "/report.pdf"
+
+	var art client.Artifact
+	clientJSON(t, &art, "upload", task, "--uri", target, "--file-name", "r.pdf", "--relative-path", "refs", url)
+	if art.URI != target || art.FileName != "r.pdf" || *art.RelativePath != "refs" || art.Source != "input" || art.StepID != nil {
+		t.Errorf("uploaded %+v", art)
+	}
+	out := agentrtClient(t, "upload", task, "--uri", target, url)
+	if !strings.HasPrefix(out, "uploaded "+target+" as artifact ") || !strings.HasSuffix(out, "  report.pdf\n") {
+		t.Errorf("upload --uri printed %q", out)
+	}
+	if out := agentrtClient(t, "schemes", url); out != "input:  file http https\noutput: file http https\n" {
+		t.Errorf("schemes printed %q", out)
+	}
+	src := writeFile(t, t.TempDir(), "notes.txt", "notes")
+	agentrtClient(t, "upload", task, src, url)
+	out = agentrtClient(t, "artifacts", task, url)
+	if !strings.Contains(out, "URI") || !strings.Contains(out, "refs/r.pdf  "+target) {
+		t.Errorf("artifacts printed:\n%s", out)
+	}
+	dir := t.TempDir()
+	out, errOut, err := clientCall{}.run(t, "download", task, "--dir", dir, url)
+	if err != nil || !strings.Contains(out, "saved "+filepath.Join(dir, "notes.txt")) ||
+		strings.Count(errOut, "a URI artifact, not fetched: "+target) != 2 {
+		t.Errorf("download: %v\n%s\n%s", err, out, errOut)
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Errorf("the client fetched the URI artifact %d times", n)
+	}
+	// The library: a redirect is an error, not followed.
+	c, _ := client.New(ts.URL)
+	_, err = c.DownloadArtifact(context.Background(), task, art.ArtifactID, io.Discard, nil)
+	var re *client.RedirectError
+	if !errors.As(err, &re) || re.Location != target || re.Status != 307 || fetched.Load() != 0 {
+		t.Errorf("DownloadArtifact of a URI artifact: %v", err)
+	}
+}
+
 func TestClientFlagsMayComeBeforeOrAfterTheCommand(t *testing.T) {
 	ts := serve(t, examplePlugin(t, "echo-go"))
 	id := ts.createTask(`{"input":"x"}`).TaskID
@@ -398,7 +446,10 @@ func TestClientCommandLineMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"task", "a", "b"}, "usage: agentrt client task TASK_ID [flags]"},
 		{[]string{"get-step", "a"}, "usage: agentrt client get-step TASK_ID STEP_ID [flags]"},
 		{[]string{"run"}, "usage: agentrt client run INPUT [flags]"},
-		{[]string{"upload", "t"}, "usage: agentrt client upload TASK_ID FILE [flags]"},
+		{[]string{"upload", "t"}, "upload needs a FILE, or --uri URI"},
+		{[]string{"upload", "t", "f", "--uri", "https://x"}, "a FILE or --uri, not both"},
+		{[]string{"upload", "t", "f", "--file-name", "n"}, "--file-name goes with --uri"},
+		{[]string{"schemes", "x"}, "usage: agentrt client schemes [flags]"},
 		{[]string{"create", "--additional-input", "[1]"}, "bad --additional-input"},
 		{[]string{"create", "--additional-input", "null"}, "bad --additional-input"},
 		{[]string{"step", "t", "--additional-input", "{"}, "bad --additional-input"},

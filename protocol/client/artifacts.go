@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net/http"
 	"sync"
 )
 
@@ -18,6 +19,72 @@ type Artifact struct {
 	// RelativePath is the artifact's directory in the task's workspace;
 	// nil or "" for its root.
 	RelativePath *string `json:"relative_path"`
+	// URI is what a URI artifact (the artifact-management RFC) refers to:
+	// bytes held elsewhere. "" for bytes the server holds, and from
+	// servers without URI artifacts.
+	URI string `json:"uri,omitempty"`
+	// Source is "input" (a client's upload) or "output" (the agent's),
+	// and StepID the step that made it (nil for none), when the server
+	// says (agentrt does).
+	Source string  `json:"source,omitempty"`
+	StepID *string `json:"step_id,omitempty"`
+}
+
+// ArtifactSchemes are the URI schemes an agent accepts in uploads and may
+// produce (GET /agent/artifact-schemes, from the artifact-management RFC);
+// "file" stands for bytes.
+type ArtifactSchemes struct {
+	Input  []string `json:"input"`
+	Output []string `json:"output"`
+}
+
+// ArtifactSchemes asks the server which URI schemes its agent takes and
+// makes.
+func (c *Client) ArtifactSchemes(ctx context.Context) (*ArtifactSchemes, error) {
+	var s ArtifactSchemes
+	if err := c.doJSON(ctx, "GET", "/agent/artifact-schemes", nil, &s); err != nil {
+		return nil, fmt.Errorf("artifact schemes: %w", err)
+	}
+	return &s, nil
+}
+
+// UploadURI uploads a URI artifact to a task: a reference to bytes held
+// elsewhere, which the server records and hands to its agent (POST
+// /agent/tasks/{task_id}/artifacts with a "uri" field). fileName and
+// relativePath may be "": the server then names it after the URI.
+func (c *Client) UploadURI(ctx context.Context, taskID, uri, fileName, relativePath string) (*Artifact, error) {
+	task, err := pathID("task", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("upload URI: %w", err)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, f := range []struct{ name, value string }{{"uri", uri}, {"file_name", fileName}, {"relative_path", relativePath}} {
+		if f.value != "" {
+			if err := mw.WriteField(f.name, f.value); err != nil {
+				return nil, fmt.Errorf("upload URI: %w", err)
+			}
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("upload URI: %w", err)
+	}
+	req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts", &body)
+	if err != nil {
+		return nil, fmt.Errorf("upload URI: %w", err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Accept", "application/json")
+	res, err := c.send(req)
+	if err != nil {
+		return nil, fmt.Errorf("upload URI to task %s: %w", taskID, err)
+	}
+	defer res.Body.Close()
+	var a Artifact
+	if err := decodeJSON(res.Body, &a); err != nil {
+		return nil, fmt.Errorf("upload URI to task %s: %w", taskID, err)
+	}
+	return &a, nil
 }
 
 // TaskArtifactsListResponse is one page of a task's artifacts.
@@ -167,7 +234,9 @@ func (u *uploadReader) failure() error {
 // DownloadArtifact writes the bytes of an artifact to w as they arrive
 // (GET /agent/tasks/{task_id}/artifacts/{artifact_id}) and returns how
 // many there were. progress, if not nil, is told of each chunk written.
-// A transfer cut short is an error, whatever reached w by then.
+// A transfer cut short is an error, whatever reached w by then. A
+// redirect (agentrt's answer for a URI artifact) is not followed: it is
+// a *RedirectError, and nothing is fetched from where it leads.
 func (c *Client) DownloadArtifact(ctx context.Context, taskID, artifactID string, w io.Writer, progress Progress) (int64, error) {
 	task, err := pathID("task", taskID)
 	if err == nil {
@@ -188,9 +257,19 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, progres
 		return 0, err
 	}
 	req.Header.Set("Accept", "application/octet-stream")
-	res, err := c.send(req)
+	hc := *c.httpClient()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := hc.Do(req)
 	if err != nil {
 		return 0, err
+	}
+	switch {
+	case res.StatusCode >= 300 && res.StatusCode <= 399:
+		res.Body.Close()
+		return 0, &RedirectError{Status: res.StatusCode, Location: res.Header.Get("Location")}
+	case res.StatusCode < 200 || res.StatusCode > 299:
+		defer res.Body.Close()
+		return 0, errorOf(res)
 	}
 	defer res.Body.Close()
 	total := res.ContentLength
@@ -206,6 +285,17 @@ func (c *Client) download(ctx context.Context, path string, w io.Writer, progres
 		return n, fmt.Errorf("the server sent %d of the %d bytes it announced", n, total)
 	}
 	return n, nil
+}
+
+// RedirectError is a download the server answered with a redirect: for
+// agentrt, a URI artifact, whose bytes it does not hold.
+type RedirectError struct {
+	Status   int
+	Location string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("the server redirects (%d) to %s: a URI artifact, not fetched", e.Status, e.Location)
 }
 
 // progressReader tells progress of each chunk read through it.
