@@ -44,6 +44,7 @@ var allowedImports = map[string][]string{
 	"examples/echo/go":       {"plugins/go"},
 	"examples/planner/go":    {"plugins/go"},
 	"examples/washington/go": {"plugins/go"},
+	"bench/bigfile":          {},
 	"bench/fsyncprobe":       {},
 	"bench/sandbox":          {},
 	"bench/seed":             {},

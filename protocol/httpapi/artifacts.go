@@ -338,6 +338,18 @@ func (w *contentErrorWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
+// ReadFrom passes r on to the writer's ReadFrom (a file is then sent by
+// the kernel), unless an error was recorded.
+func (w *contentErrorWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status != 0 {
+		return io.Copy(writerOnly{w}, r)
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{w.ResponseWriter}, r)
+}
+
 // err is the recorded error, with the code of its status.
 func (w *contentErrorWriter) err() error {
 	msg := strings.TrimSpace(string(w.text))

@@ -141,6 +141,45 @@ func (a *pacedAnswer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
+// ReadFrom writes what r holds, at the pace, maxPacedWrite at a time,
+// through the ResponseWriter's own ReadFrom: for a file (a download), the
+// kernel copies it to the connection (sendfile) instead of the server
+// reading it into a buffer and writing it out again.
+func (a *pacedAnswer) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := a.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(writerOnly{a}, r)
+	}
+	var written int64
+	for {
+		chunk := &io.LimitedReader{R: r, N: maxPacedWrite}
+		if lr, ok := r.(*io.LimitedReader); ok {
+			// One level of LimitedReader around a file is what sendfile
+			// takes: keep it so.
+			if lr.N <= 0 {
+				return written, nil
+			}
+			chunk = &io.LimitedReader{R: lr.R, N: min(lr.N, maxPacedWrite)}
+		}
+		if d := a.pace.deadline(a.start, a.n+chunk.N); d.After(a.set) {
+			a.extendTo(d.Add(paceSlack))
+		}
+		want := chunk.N
+		n, err := rf.ReadFrom(chunk)
+		a.n += n
+		written += n
+		if lr, ok := r.(*io.LimitedReader); ok {
+			lr.N -= n
+		}
+		if err != nil || n < want {
+			return written, err
+		}
+	}
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
 // Unwrap is the writer pacedAnswer paces, for http.ResponseController.
 func (a *pacedAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
