@@ -120,11 +120,7 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 	if err := u.CheckFile(); err != nil {
 		return nil, err
 	}
-	name, err := CleanFileName(fileName)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := CleanDir(relativePath)
+	name, dir, err := cleanNames(fileName, relativePath)
 	if err != nil {
 		return nil, err
 	}
@@ -158,16 +154,24 @@ func (u *Upload) CommitURI(ctx context.Context, uri, fileName, relativePath stri
 	if fileName == "" {
 		fileName = uriFileName(uri)
 	}
-	name, err := CleanFileName(fileName)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := CleanDir(relativePath)
+	name, dir, err := cleanNames(fileName, relativePath)
 	if err != nil {
 		return nil, err
 	}
 	art := &Artifact{ArtifactID: u.id, FileName: name, RelativePath: dir, URI: uri, TaskID: u.taskID, CreatedAt: time.Now()}
 	return u.commit(ctx, art)
+}
+
+// cleanNames cleans an upload's file name and directory (CleanFileName,
+// CleanDir).
+func cleanNames(fileName, relativePath string) (name, dir string, err error) {
+	if name, err = CleanFileName(fileName); err != nil {
+		return "", "", err
+	}
+	if dir, err = CleanDir(relativePath); err != nil {
+		return "", "", err
+	}
+	return name, dir, nil
 }
 
 // commit records art, the upload, as Commit and CommitURI say.

@@ -14,7 +14,10 @@
 // which is then checked byte for byte (its sha256) against the source.
 // cp copies the file, and "cp + sync" also fsyncs the copy: agentrt
 // fsyncs an upload before it answers, so that is the upload's ceiling.
-// Everything it writes goes under -tmp and is removed at the end.
+// The four transfers run once a round, in an order that turns from round
+// to round, each after a sync (so that none waits for the writeback of
+// the one before). Everything it writes goes under -tmp and is removed at
+// the end.
 package main
 
 import (
@@ -81,8 +84,16 @@ func run(agentrt, plugin string, size int64, rounds int, tmp string) error {
 	logf("agentrt pid %d at %s, resident %s", srv.cmd.Process.Pid, srv.url, mib(srv.status("VmRSS")))
 
 	results := map[string][]measure{}
+	order := []string{"cp", "cp + sync", "upload", "download"}
 	for r := 1; r <= rounds; r++ {
-		for _, what := range []string{"cp", "cp + sync", "upload", "download"} {
+		// The order turns each round (a download takes the last upload's
+		// artifact), and each transfer starts with nothing left to write
+		// back of the one before.
+		for i := range order {
+			what := order[(i+r-1)%len(order)]
+			if out, err := exec.Command("sync").CombinedOutput(); err != nil {
+				return fmt.Errorf("sync: %v: %s", err, out)
+			}
 			m, err := srv.transfer(what, src, dir, size, sum)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r, what, err)

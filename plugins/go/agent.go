@@ -140,11 +140,13 @@ func ReplaceWithURI(uri string) error { return &Replacement{URI: uri} }
 // named by its path.
 func ReplaceWithFile(path string) error { return &Replacement{Path: path} }
 
-// DefaultDownload is the error a download handler returns to leave the
-// download to agentrt, as if it had no download handler: the stored
+// DefaultDownload returns the error a download handler returns to leave
+// the download to agentrt, as if it had no download handler: the stored
 // bytes, or a redirect to an http or https URI. The handler must not have
 // written anything.
-var DefaultDownload = errors.New("the download is left to agentrt")
+func DefaultDownload() error { return errDefaultDownload }
+
+var errDefaultDownload = errors.New("the download is left to agentrt")
 
 var (
 	stepHandler     func(*Step) (Result, error)
@@ -172,7 +174,7 @@ func HandleArtifact(h func(t *Task, a *Artifact) error) { artifactHandler = h }
 // HandleDownload registers the download handler, which runs when a client
 // downloads an artifact of a task: it serves the download by writing its
 // bytes to w (they go to the client as they are written, within the
-// artifact limit), or returns DefaultDownload, having written nothing, to
+// artifact limit), or returns DefaultDownload(), having written nothing, to
 // let agentrt serve it. It may read the workspace, not change it. An
 // error after the first write cuts the download short (the client sees a
 // body that ends early). Call it from an init function.
@@ -295,7 +297,7 @@ func onDownload() int32 {
 	a := artifactOf(*in.Artifact)
 	err = guard(func() error { return downloadHandler(&t, &a, downloadWriter{}) })
 	switch {
-	case errors.Is(err, DefaultDownload):
+	case errors.Is(err, errDefaultDownload):
 		return succeed(&abi.DownloadResult{Default: true})
 	case err != nil:
 		return fail(err, "", &abi.DownloadResult{})

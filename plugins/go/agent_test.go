@@ -234,7 +234,7 @@ func TestDownloadHandlerWritesTheDownloadOrLeavesItToTheHost(t *testing.T) {
 			return err
 		}, 0, `{}`, "# out.md\nmade by s-0"},
 		{"writes nothing", func(*Task, *Artifact, io.Writer) error { return nil }, 0, `{}`, ""},
-		{"leaves it to the host", func(*Task, *Artifact, io.Writer) error { return DefaultDownload }, 0, `{"default":true}`, ""},
+		{"leaves it to the host", func(*Task, *Artifact, io.Writer) error { return DefaultDownload() }, 0, `{"default":true}`, ""},
 		{"fails", func(_ *Task, _ *Artifact, w io.Writer) error {
 			w.Write([]byte("half"))
 			return errors.New("renderer crashed")

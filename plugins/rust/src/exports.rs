@@ -68,15 +68,10 @@ where
     F: FnOnce(&Task, &Artifact) -> Result<(), Error>,
 {
     begin();
-    let mut input = match read_input() {
-        Ok(v) => v,
+    let (task, artifact) = match task_and_artifact("artifact") {
+        Ok(input) => input,
         Err(e) => return fail(&e),
     };
-    let artifact = match input.take("artifact") {
-        Value::Null => return fail(&Error::new("the artifact handler's input has no artifact")),
-        v => Artifact::from_message(v),
-    };
-    let task = Task::from_message(input.take("task"));
     match handler(&task, &artifact) {
         Ok(()) => succeed(&Value::object()),
         Err(e) if e.is_rejection() => succeed(&Value::object().with("reject", e.message())),
@@ -102,20 +97,31 @@ where
     F: FnOnce(&Task, &Artifact, &mut Download) -> Result<(), Error>,
 {
     begin();
-    let mut input = match read_input() {
-        Ok(v) => v,
+    let (task, artifact) = match task_and_artifact("download") {
+        Ok(input) => input,
         Err(e) => return fail(&e),
     };
-    let artifact = match input.take("artifact") {
-        Value::Null => return fail(&Error::new("the download handler's input has no artifact")),
-        v => Artifact::from_message(v),
-    };
-    let task = Task::from_message(input.take("task"));
     match handler(&task, &artifact, &mut Download::new()) {
         Ok(()) => succeed(&Value::object()),
         Err(e) if e.is_default_download() => succeed(&Value::object().with("default", true)),
         Err(e) => fail(&e),
     }
+}
+
+/// The task and the artifact of the input of the artifact or download
+/// handler.
+fn task_and_artifact(handler: &str) -> Result<(Task, Artifact), Error> {
+    let mut input = read_input()?;
+    let artifact = match input.take("artifact") {
+        Value::Null => {
+            return Err(Error::new(format!(
+                "the {} handler's input has no artifact",
+                handler
+            )))
+        }
+        v => Artifact::from_message(v),
+    };
+    Ok((Task::from_message(input.take("task")), artifact))
 }
 
 /// The export of a handler the plugin does not define. The host does not

@@ -145,7 +145,7 @@ func init() {
 				}
 			}
 		}
-		return agent.DefaultDownload
+		return agent.DefaultDownload()
 	})
 }
 
