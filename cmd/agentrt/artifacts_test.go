@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/tetratelabs/wazero"
 )
 
 // The artifact-management RFC end to end: uploads of a file or a URI, the
@@ -485,5 +488,28 @@ func TestAnUploadOverTheLimitIsCutOffMidStreamAndLeavesNothing(t *testing.T) {
 	assertNoStrayFiles(t, ts.cfg.dataDir)
 	if _, err := os.Stat(filepath.Join(ts.cfg.dataDir, "workspaces", task, "files", "huge.bin")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused upload is in the workspace: %v", err)
+	}
+}
+
+// The Go kit imports download_write only for a plugin that registers a
+// download handler: the others load on a host without it, as they did.
+func TestOnlyAGoPluginWithADownloadHandlerImportsDownloadWrite(t *testing.T) {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	for plugin, want := range map[string]bool{examplePlugin(t, "echo-go"): false, urisPlugin(t): true} {
+		m, err := r.CompileModule(ctx, pluginBytes(t, plugin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		imports := false
+		for _, f := range m.ImportedFunctions() {
+			if mod, name, _ := f.Import(); mod == abi.ImportModule && name == abi.FuncDownloadWrite {
+				imports = true
+			}
+		}
+		if imports != want {
+			t.Errorf("%s imports download_write: %v, want %v", filepath.Base(plugin), imports, want)
+		}
 	}
 }

@@ -153,6 +153,10 @@ var (
 	taskHandler     func(*Task) ([]PlannedStep, error)
 	artifactHandler func(*Task, *Artifact) error
 	downloadHandler func(*Task, *Artifact, io.Writer) error
+	// downloadOut is where a download goes; set by HandleDownload, so that
+	// a plugin without a download handler does not import download_write
+	// (and loads on a host without it).
+	downloadOut io.Writer
 )
 
 // HandleStep registers the step handler, which every plugin needs. It runs
@@ -178,7 +182,9 @@ func HandleArtifact(h func(t *Task, a *Artifact) error) { artifactHandler = h }
 // let agentrt serve it. It may read the workspace, not change it. An
 // error after the first write cuts the download short (the client sees a
 // body that ends early). Call it from an init function.
-func HandleDownload(h func(t *Task, a *Artifact, w io.Writer) error) { downloadHandler = h }
+func HandleDownload(h func(t *Task, a *Artifact, w io.Writer) error) {
+	downloadHandler, downloadOut = h, downloadWriter{}
+}
 
 // handlers is the bit set of registered handlers (abi.HandlersExport).
 func handlers() int32 {
@@ -295,7 +301,7 @@ func onDownload() int32 {
 	}
 	t := taskOf(in.Task)
 	a := artifactOf(*in.Artifact)
-	err = guard(func() error { return downloadHandler(&t, &a, downloadWriter{}) })
+	err = guard(func() error { return downloadHandler(&t, &a, downloadOut) })
 	switch {
 	case errors.Is(err, errDefaultDownload):
 		return succeed(&abi.DownloadResult{Default: true})
