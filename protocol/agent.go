@@ -71,7 +71,9 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 		defer cancel()
 	}
 	code, elapsed, err := call.build.Plugin.Run(ctx, call.handler, call)
-	if ErrorCode(err) == ETIMEOUT && max > 0 && elapsed >= remaining {
+	// The budget's deadline may pass before the plugin's time is counted
+	// (while the call waits for an instance): that is the budget too.
+	if ErrorCode(err) == ETIMEOUT && max > 0 && (elapsed >= remaining || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", max)
 	}
 	return code, elapsed, err
