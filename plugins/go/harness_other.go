@@ -20,6 +20,7 @@ func init() {
 		OnStep:     onStep,
 		OnTask:     onTask,
 		OnArtifact: onArtifact,
+		OnDownload: onDownload,
 	})
 }
 
@@ -39,3 +40,4 @@ func (a harnessHost) workspaceWrite(path, data []byte) int32 { return a.h.Worksp
 func (a harnessHost) workspaceList(prefix, buf []byte) int32 { return a.h.WorkspaceList(prefix, buf) }
 func (a harnessHost) workspaceStat(path, buf []byte) int32   { return a.h.WorkspaceStat(path, buf) }
 func (a harnessHost) workspaceDelete(path []byte) int32      { return a.h.WorkspaceDelete(path) }
+func (a harnessHost) downloadWrite(data []byte) int32        { return a.h.DownloadWrite(data) }

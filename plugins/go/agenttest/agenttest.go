@@ -27,7 +27,10 @@
 // planned step, else a new one; a failed call's artifacts are dropped and
 // its failure is recorded on the step; an upload is placed in the
 // workspace before the artifact handler runs and taken back when the
-// handler rejects it; paths are checked as the host checks them. It does
+// handler rejects it, and a URI upload is handed to it as it is; a
+// download runs the download handler, or is the stored bytes or the URI;
+// paths are checked as the host checks them. It does not check URIs
+// against an agent's schemes, and it does
 // not hold a handler to agentrt's limits (time, memory, sizes, counts):
 // "agentrt call" runs one handler in the real sandbox, under them.
 //
@@ -42,6 +45,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +111,8 @@ type Step struct {
 	Logs []Log
 }
 
-// Artifact is an artifact of a task, with its bytes.
+// Artifact is an artifact of a task, with its bytes; or a URI artifact,
+// with its URI and no bytes.
 type Artifact struct {
 	ID           string
 	AgentCreated bool
@@ -115,14 +122,31 @@ type Artifact struct {
 	// StepID is the step that created it ("" for none).
 	StepID string
 	Data   []byte
+	// URI is what a URI artifact refers to ("" for bytes).
+	URI string
 }
 
-// Path is where the artifact sits in the task's workspace.
+// Path is where the artifact sits in the task's workspace; "" for a URI
+// artifact, which is not there.
 func (a Artifact) Path() string {
-	if a.RelativePath == "" {
+	switch {
+	case a.URI != "":
+		return ""
+	case a.RelativePath == "":
 		return a.FileName
 	}
 	return a.RelativePath + "/" + a.FileName
+}
+
+// Download is what downloading an artifact gives a client: what the
+// download handler wrote (Served), or, when the plugin has none or it left
+// the download to agentrt, the artifact's bytes, or its URI.
+type Download struct {
+	Served bool
+	Data   []byte
+	// URI is a URI artifact's, which agentrt redirects an http or https
+	// download to; Data is then empty.
+	URI string
 }
 
 // Log is one line a handler logged.
@@ -134,7 +158,7 @@ type Log struct {
 
 // Failure is a handler's failure, as agentrt reports it to the client.
 type Failure struct {
-	// Handler is "task", "step" or "artifact".
+	// Handler is "task", "step", "artifact" or "download".
 	Handler string
 	// Message is why it failed: the handler's error, or the kit's account
 	// of a panic.
@@ -289,6 +313,110 @@ func (t *Task) Upload(fileName, relativePath string, data []byte) (*Artifact, er
 	return &a, nil
 }
 
+// UploadURI uploads a URI artifact to the task, as a client does: the
+// artifact handler, if the plugin registered one, gets it and may accept,
+// reject (an *agent.Rejection) or replace it (with another URI, or a
+// workspace file's bytes); a failure is a *Failure. fileName "" names it
+// after the URI's last path segment.
+func (t *Task) UploadURI(uri, fileName, relativePath string) (*Artifact, error) {
+	if fileName == "" {
+		fileName = uriFileName(uri)
+	}
+	name, dir, err := cleanArtifactName(fileName, relativePath)
+	if err != nil {
+		return nil, err
+	}
+	if uri == "" {
+		return nil, errors.New("the URI is empty")
+	}
+	k, err := kit()
+	if err != nil {
+		return nil, err
+	}
+	a := Artifact{ID: t.newID(), FileName: name, RelativePath: dir, URI: uri}
+	if k.Handlers()&abi.HandlerBitArtifact == 0 {
+		t.artifacts = append(t.artifacts, a)
+		return &a, nil
+	}
+	c := t.call(abi.Input{ABI: abi.Version, Handler: abi.HandlerArtifact, Task: t.message(), Artifact: view(a)}, "")
+	code := c.run(k.OnArtifact)
+	var res abi.ArtifactResult
+	msg := c.result(code, &res)
+	t.logs = append(t.logs, c.logs...)
+	if msg == "" && res.Reject == "" && res.Replace != nil {
+		switch r := res.Replace; {
+		case (r.URI == "") == (r.WorkspacePath == ""):
+			msg = "its replacement names neither or both of uri and workspace_path"
+		case r.URI != "":
+			a.URI = r.URI
+		default:
+			p, err := cleanFilePath(r.WorkspacePath)
+			f, ok := t.files[p]
+			switch {
+			case err != nil:
+				msg = fmt.Sprintf("it replaced the upload with a workspace path that is refused: %v", err)
+			case !ok:
+				msg = fmt.Sprintf("it replaced the upload with the workspace file %q: no such file", p)
+			default:
+				a.URI, a.Data = "", append([]byte(nil), f.data...)
+				a.RelativePath, a.FileName = "", p
+				if i := strings.LastIndexByte(p, '/'); i >= 0 {
+					a.RelativePath, a.FileName = p[:i], p[i+1:]
+				}
+			}
+		}
+	}
+	switch {
+	case msg != "":
+		return nil, &Failure{Handler: abi.HandlerArtifact, Message: msg, Logs: c.logs}
+	case res.Reject != "":
+		return nil, &agent.Rejection{Reason: res.Reject}
+	}
+	t.artifacts = append(t.artifacts, a)
+	t.artifacts = append(t.artifacts, c.artifacts...)
+	return &a, nil
+}
+
+// Download downloads an artifact of the task, as a client does: through
+// the download handler, if the plugin registered one, else as agentrt
+// serves it. A failed download handler is a *Failure, and what it wrote
+// is not returned (a client reads a download cut short). The download
+// handler changes nothing: its workspace writes and artifacts are
+// refused, as agentrt refuses them.
+func (t *Task) Download(artifactID string) (*Download, error) {
+	var a *Artifact
+	for i := range t.artifacts {
+		if t.artifacts[i].ID == artifactID {
+			a = &t.artifacts[i]
+		}
+	}
+	if a == nil {
+		return nil, fmt.Errorf("task %s has no artifact %s", t.ID, artifactID)
+	}
+	k, err := kit()
+	if err != nil {
+		return nil, err
+	}
+	if k.Handlers()&abi.HandlerBitDownload != 0 {
+		c := t.call(abi.Input{ABI: abi.Version, Handler: abi.HandlerDownload, Task: t.message(), Artifact: view(*a)}, "")
+		c.download = true
+		code := c.run(k.OnDownload)
+		var res abi.DownloadResult
+		msg := c.result(code, &res)
+		t.logs = append(t.logs, c.logs...)
+		if msg == "" && res.Default && len(c.downloaded) > 0 {
+			msg = fmt.Sprintf("it wrote %d bytes of the download, then left the download to the host", len(c.downloaded))
+		}
+		if msg != "" {
+			return nil, &Failure{Handler: abi.HandlerDownload, Message: msg, Logs: c.logs}
+		}
+		if !res.Default {
+			return &Download{Served: true, Data: c.downloaded}, nil
+		}
+	}
+	return &Download{Data: append([]byte(nil), a.Data...), URI: a.URI}, nil
+}
+
 // Steps lists the task's steps in creation order, planned ones included.
 func (t *Task) Steps() []Step {
 	steps := make([]Step, len(t.steps))
@@ -322,10 +450,28 @@ func kit() (*harness.Kit, error) {
 func (t *Task) message() abi.Task {
 	m := abi.Task{TaskID: t.ID, Input: &t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
 	for _, a := range t.artifacts {
-		m.Artifacts = append(m.Artifacts, abi.Artifact{ArtifactID: a.ID, AgentCreated: a.AgentCreated,
-			FileName: a.FileName, RelativePath: a.RelativePath, WorkspacePath: a.Path()})
+		m.Artifacts = append(m.Artifacts, *view(a))
 	}
 	return m
+}
+
+// view is an artifact as a handler reads it.
+func view(a Artifact) *abi.Artifact {
+	return &abi.Artifact{ArtifactID: a.ID, AgentCreated: a.AgentCreated, FileName: a.FileName,
+		RelativePath: a.RelativePath, WorkspacePath: a.Path(), URI: a.URI, StepID: a.StepID}
+}
+
+// uriFileName is the last segment of a URI's path, or "artifact".
+func uriFileName(uri string) string {
+	if u, err := url.Parse(uri); err == nil {
+		if p := strings.TrimRight(u.Path, "/"); p != "" {
+			return path.Base(p)
+		}
+		if u.Hostname() != "" {
+			return u.Hostname()
+		}
+	}
+	return "artifact"
 }
 
 func (t *Task) newID() string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -231,5 +232,76 @@ func TestWithoutAStepHandlerTheHarnessSaysWhereToRegisterIt(t *testing.T) {
 	_, err := agenttest.New().CreateTask("")
 	if err == nil || !strings.Contains(err.Error(), "init function") {
 		t.Errorf("err = %v, want a hint to register in init", err)
+	}
+}
+
+func TestURIUploadsAndDownloadsRunTheirHandlersAsAgentrtDoes(t *testing.T) {
+	register(t, func(s *agent.Step) (agent.Result, error) {
+		id, err := agent.CreateURIArtifact("s3://bucket/out/report.pdf", "", "links")
+		return agent.Result{Output: id}, err
+	}, nil, func(_ *agent.Task, a *agent.Artifact) error {
+		switch {
+		case strings.HasPrefix(a.URI, "http://"):
+			return agent.ReplaceWithURI("https://" + strings.TrimPrefix(a.URI, "http://"))
+		case strings.HasPrefix(a.URI, "memo:"):
+			if err := agent.WriteFile("memos/"+a.FileName, []byte(strings.TrimPrefix(a.URI, "memo:"))); err != nil {
+				return err
+			}
+			return agent.ReplaceWithFile("memos/" + a.FileName)
+		case strings.Contains(a.URI, "reject"):
+			return agent.Reject("not that one")
+		}
+		return nil
+	})
+	agent.HandleDownload(func(_ *agent.Task, a *agent.Artifact, w io.Writer) error {
+		switch {
+		case a.FileName == "report.pdf":
+			errs := fmt.Sprint(agent.WriteFile("x", nil) != nil, agent.Remove("memos/note") != nil)
+			_, err := fmt.Fprintf(w, "served %s by %s (%s)", a.URI, a.StepID, errs)
+			return err
+		case a.FileName == "bad":
+			w.Write([]byte("half"))
+			return errors.New("broke")
+		}
+		return agent.DefaultDownload()
+	})
+	t.Cleanup(func() { agent.HandleDownload(nil) })
+	task, err := agenttest.New().CreateTask("uris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := task.UploadURI("http://example.com/a.pdf", "", "")
+	if err != nil || web.URI != "https://example.com/a.pdf" || web.FileName != "a.pdf" || web.Path() != "" {
+		t.Fatalf("an http upload became %+v, %v", web, err)
+	}
+	memo, err := task.UploadURI("memo:remember", "note", "")
+	if err != nil || memo.URI != "" || memo.Path() != "memos/note" || string(memo.Data) != "remember" {
+		t.Fatalf("a memo became %+v, %v", memo, err)
+	}
+	var r *agent.Rejection
+	if _, err := task.UploadURI("https://reject.example/x", "", ""); !errors.As(err, &r) {
+		t.Errorf("a rejected URI: %v", err)
+	}
+	step, err := task.Step("make a link")
+	if err != nil || len(step.Artifacts) != 1 || step.Artifacts[0].URI != "s3://bucket/out/report.pdf" || step.Artifacts[0].FileName != "report.pdf" {
+		t.Fatalf("the step made %+v, %v", step, err)
+	}
+	d, err := task.Download(step.Artifacts[0].ID)
+	if want := "served s3://bucket/out/report.pdf by " + step.ID + " (true true)"; err != nil || !d.Served || string(d.Data) != want {
+		t.Errorf("the handler's download: %+v, %v; want %q", d, err, want)
+	}
+	if d, err := task.Download(memo.ID); err != nil || d.Served || string(d.Data) != "remember" {
+		t.Errorf("a download left to the host: %+v, %v", d, err)
+	}
+	if d, err := task.Download(web.ID); err != nil || d.Served || d.URI != "https://example.com/a.pdf" {
+		t.Errorf("a URI left to the host: %+v, %v", d, err)
+	}
+	bad, _ := task.UploadURI("https://example.com/bad", "bad", "")
+	var f *agenttest.Failure
+	if _, err := task.Download(bad.ID); !errors.As(err, &f) || f.Handler != "download" || f.Message != "broke" {
+		t.Errorf("a failed download: %v", err)
+	}
+	if got, _ := task.ReadFile("memos/note"); string(got) != "remember" {
+		t.Errorf("the download handler changed the workspace: %q", got)
 	}
 }

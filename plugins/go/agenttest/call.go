@@ -34,6 +34,10 @@ type call struct {
 	lastErr   string
 	logs      []Log
 	artifacts []Artifact
+	// download is set for the download handler's call, which changes
+	// nothing; downloaded is what it wrote.
+	download   bool
+	downloaded []byte
 }
 
 func (t *Task) call(in abi.Input, stepID string) *call {
@@ -109,13 +113,40 @@ func (c *call) Log(level int32, msg []byte) int32 {
 
 func (c *call) LastError(buf []byte) int32 { return sized(buf, []byte(c.lastErr)) }
 
+// readOnly refuses a change from the download handler, as agentrt does.
+func (c *call) readOnly() (int32, bool) {
+	if c.download {
+		return c.fail(abi.ErrNotAllowed, "the download handler cannot change the task: serving a download changes nothing"), true
+	}
+	return 0, false
+}
+
+func (c *call) DownloadWrite(data []byte) int32 {
+	if !c.download {
+		return c.fail(abi.ErrNotAllowed, "only the download handler writes a download")
+	}
+	c.downloaded = append(c.downloaded, data...)
+	return 0
+}
+
 func (c *call) ArtifactCreate(meta, data, idOut []byte) int32 {
+	if code, refused := c.readOnly(); refused {
+		return code
+	}
 	var m abi.ArtifactMeta
 	if len(meta) > abi.MaxArtifactMetaBytes {
 		return c.fail(abi.ErrInvalid, "meta of %d bytes is over the limit of %d bytes", len(meta), abi.MaxArtifactMetaBytes)
 	}
 	if err := json.Unmarshal(meta, &m); err != nil {
 		return c.fail(abi.ErrInvalid, "meta is not a JSON object: %v", err)
+	}
+	if m.URI != "" {
+		if len(data) != 0 || m.WorkspacePath != "" {
+			return c.fail(abi.ErrInvalid, "a URI artifact has no bytes: give no data or workspace_path with a uri")
+		}
+		if m.FileName == "" {
+			m.FileName = uriFileName(m.URI)
+		}
 	}
 	name, dir, err := cleanArtifactName(m.FileName, m.RelativePath)
 	if err != nil {
@@ -136,7 +167,7 @@ func (c *call) ArtifactCreate(meta, data, idOut []byte) int32 {
 		data = f.data
 	}
 	a := Artifact{ID: c.task.newID(), AgentCreated: true, FileName: name, RelativePath: dir, StepID: c.stepID,
-		Data: append([]byte(nil), data...)}
+		Data: append([]byte(nil), data...), URI: m.URI}
 	c.artifacts = append(c.artifacts, a)
 	copy(idOut, a.ID)
 	return 0
@@ -163,6 +194,9 @@ func (c *call) WorkspaceRead(path, buf []byte) int32 {
 }
 
 func (c *call) WorkspaceWrite(path, data []byte) int32 {
+	if code, refused := c.readOnly(); refused {
+		return code
+	}
 	p, err := cleanFilePath(string(path))
 	if err != nil {
 		return c.fail(abi.ErrBadPath, "%v", err)
@@ -200,6 +234,9 @@ func (c *call) WorkspaceStat(path, buf []byte) int32 {
 }
 
 func (c *call) WorkspaceDelete(path []byte) int32 {
+	if code, refused := c.readOnly(); refused {
+		return code
+	}
 	p, err := cleanFilePath(string(path))
 	if err != nil {
 		return c.fail(abi.ErrBadPath, "%v", err)

@@ -34,7 +34,10 @@
 //! oldest planned step, else a new one; a failed call's artifacts are
 //! dropped and its failure recorded on the step; an upload is placed in the
 //! workspace before the artifact handler runs and taken back when the
-//! handler rejects it; paths are checked as the host checks them. It does
+//! handler rejects it, and a URI upload is handed to it as it is; a
+//! download runs the download handler, or is the stored bytes or the URI;
+//! paths are checked as the host checks them. It does not check URIs
+//! against an agent's schemes, and it does
 //! not hold a handler to agentrt's limits (time, memory, sizes, counts):
 //! `agentrt call` runs one handler in the real sandbox, under them.
 //!
@@ -114,7 +117,8 @@ pub struct Step {
     pub logs: Vec<Log>,
 }
 
-/// An artifact of a task, with its bytes.
+/// An artifact of a task, with its bytes; or a URI artifact, with its URI
+/// and no bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Artifact {
     pub id: String,
@@ -125,17 +129,51 @@ pub struct Artifact {
     /// The step that created it ("" for none).
     pub step_id: String,
     pub data: Vec<u8>,
+    /// What a URI artifact refers to ("" for bytes).
+    pub uri: String,
 }
 
 impl Artifact {
-    /// Where the artifact sits in the task's workspace.
+    /// Where the artifact sits in the task's workspace; "" for a URI
+    /// artifact, which is not there.
     pub fn path(&self) -> String {
-        if self.relative_path.is_empty() {
+        if !self.uri.is_empty() {
+            String::new()
+        } else if self.relative_path.is_empty() {
             self.file_name.clone()
         } else {
             format!("{}/{}", self.relative_path, self.file_name)
         }
     }
+
+    /// The artifact as a handler reads it.
+    fn message(&self) -> Value {
+        let mut m = Value::object()
+            .with("artifact_id", self.id.as_str())
+            .with("agent_created", self.agent_created)
+            .with("file_name", self.file_name.as_str())
+            .with("relative_path", self.relative_path.as_str());
+        if self.uri.is_empty() {
+            m.insert("workspace_path", self.path());
+        } else {
+            m.insert("uri", self.uri.as_str());
+        }
+        if !self.step_id.is_empty() {
+            m.insert("step_id", self.step_id.as_str());
+        }
+        m
+    }
+}
+
+/// What downloading an artifact gives a client: what the download handler
+/// wrote (`served`), or, when the plugin has none or it left the download
+/// to agentrt, the artifact's bytes, or its URI (which agentrt redirects
+/// an http or https download to).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Download {
+    pub served: bool,
+    pub data: Vec<u8>,
+    pub uri: String,
 }
 
 /// One line a handler logged.
@@ -149,7 +187,7 @@ pub struct Log {
 /// upload's rejection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// `"task"`, `"step"` or `"artifact"`.
+    /// `"task"`, `"step"`, `"artifact"` or `"download"`.
     pub handler: &'static str,
     /// Why it failed (the handler's error), or why the upload was rejected.
     pub message: String,
@@ -400,6 +438,151 @@ impl<'h> Task<'h> {
         Ok(artifact)
     }
 
+    /// Uploads a URI artifact to the task, as a client does: the artifact
+    /// handler, if the plugin has one, gets it and may accept, reject or
+    /// replace it (with another URI, or a workspace file's bytes). A
+    /// `file_name` of "" names it after the URI's last path segment.
+    pub fn upload_uri(
+        &mut self,
+        uri: &str,
+        file_name: &str,
+        relative_path: &str,
+    ) -> Result<Artifact, Failure> {
+        let refused = |message: String| Failure {
+            handler: "artifact",
+            message,
+            logs: Vec::new(),
+            rejection: false,
+        };
+        if uri.is_empty() {
+            return Err(refused("the URI is empty".into()));
+        }
+        let name = if file_name.is_empty() {
+            uri_file_name(uri)
+        } else {
+            file_name.to_string()
+        };
+        if name == "." || name == ".." || name.contains('/') {
+            return Err(refused(format!("file name {:?} is not a plain name", name)));
+        }
+        let mut artifact = Artifact {
+            id: self.host.new_id(),
+            file_name: name,
+            relative_path: fake::clean_dir(relative_path).map_err(refused)?,
+            uri: uri.to_string(),
+            ..Artifact::default()
+        };
+        let handler = match self.host.handlers.artifact {
+            Some(h) => h,
+            None => {
+                self.artifacts.push(artifact.clone());
+                return Ok(artifact);
+            }
+        };
+        let message = Value::object()
+            .with("abi", abi::VERSION)
+            .with("handler", "artifact")
+            .with("task", self.message())
+            .with("artifact", artifact.message());
+        let call = self.call(handler, message, "");
+        self.logs.extend(call.logs.iter().cloned());
+        let reject = call.result["reject"].as_str().unwrap_or("").to_string();
+        let mut failure = call.failure();
+        let replace = &call.result["replace"];
+        if failure.is_none() && reject.is_empty() && replace.is_object() {
+            match (replace["uri"].as_str(), replace["workspace_path"].as_str()) {
+                (Some(u), None) => artifact.uri = u.to_string(),
+                (None, Some(p)) => match fake::clean_dir(p)
+                    .ok()
+                    .and_then(|p| self.files.get(&p).map(|d| (p, d.clone())))
+                {
+                    Some((p, data)) => {
+                        let (dir, name) = match p.rfind('/') {
+                            Some(i) => (p[..i].to_string(), p[i + 1..].to_string()),
+                            None => (String::new(), p.clone()),
+                        };
+                        artifact.uri.clear();
+                        artifact.relative_path = dir;
+                        artifact.file_name = name;
+                        artifact.data = data;
+                    }
+                    None => {
+                        failure = Some(format!(
+                            "it replaced the upload with the workspace file {:?}: no such file",
+                            p
+                        ))
+                    }
+                },
+                _ => {
+                    failure = Some(
+                        "its replacement names neither or both of uri and workspace_path".into(),
+                    )
+                }
+            }
+        }
+        if failure.is_some() || !reject.is_empty() {
+            let rejection = failure.is_none();
+            let mut f = call.failed("artifact", failure.unwrap_or(reject));
+            f.rejection = rejection;
+            return Err(f);
+        }
+        self.artifacts.push(artifact.clone());
+        self.artifacts.extend(call.artifacts);
+        Ok(artifact)
+    }
+
+    /// Downloads an artifact of the task, as a client does: through the
+    /// download handler, if the plugin has one, else as agentrt serves it.
+    /// A failed download handler is a [`Failure`], and what it wrote is not
+    /// returned (a client reads a download cut short). The download handler
+    /// changes nothing: its workspace writes and artifacts are refused, as
+    /// agentrt refuses them.
+    pub fn download(&mut self, artifact_id: &str) -> Result<Download, Failure> {
+        let artifact = match self.artifacts.iter().find(|a| a.id == artifact_id) {
+            Some(a) => a.clone(),
+            None => {
+                return Err(Failure {
+                    handler: "download",
+                    message: format!("task {} has no artifact {}", self.id, artifact_id),
+                    logs: Vec::new(),
+                    rejection: false,
+                })
+            }
+        };
+        if let Some(handler) = self.host.handlers.download {
+            let message = Value::object()
+                .with("abi", abi::VERSION)
+                .with("handler", "download")
+                .with("task", self.message())
+                .with("artifact", artifact.message());
+            let call = self.call(handler, message, "");
+            self.logs.extend(call.logs.iter().cloned());
+            let default = call.result["default"].as_bool().unwrap_or(false);
+            let mut failure = call.failure();
+            if failure.is_none() && default && !call.downloaded.is_empty() {
+                failure = Some(format!(
+                    "it wrote {} bytes of the download, then left the download to the host",
+                    call.downloaded.len()
+                ));
+            }
+            if let Some(msg) = failure {
+                return Err(call.failed("download", msg));
+            }
+            if !default {
+                return Ok(Download {
+                    served: true,
+                    data: call.downloaded,
+                    uri: String::new(),
+                });
+            }
+        }
+        Ok(Download {
+            served: false,
+            data: artifact.data,
+            uri: artifact.uri,
+        })
+    }
+
     /// Puts a file in the task's workspace, as an earlier step would have:
     /// to set up what a handler reads.
     pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), crate::Error> {
@@ -445,14 +628,7 @@ impl<'h> Task<'h> {
         let artifacts = self
             .artifacts
             .iter()
-            .map(|a| {
-                Value::object()
-                    .with("artifact_id", a.id.as_str())
-                    .with("agent_created", a.agent_created)
-                    .with("file_name", a.file_name.as_str())
-                    .with("relative_path", a.relative_path.as_str())
-                    .with("workspace_path", a.path())
-            })
+            .map(Artifact::message)
             .collect::<Vec<_>>();
         Value::object()
             .with("task_id", self.id.as_str())
@@ -499,6 +675,7 @@ impl<'h> Task<'h> {
                 })
                 .collect(),
             artifacts: Vec::new(),
+            downloaded: state.downloaded,
         };
         match result {
             Some(Ok(v)) => call.result = v,
@@ -509,10 +686,16 @@ impl<'h> Task<'h> {
         for (meta, data) in state.artifacts {
             id += 1;
             let meta = json::parse(&meta).unwrap_or_default();
+            let uri = meta["uri"].as_str().unwrap_or("").to_string();
+            let mut file_name = meta["file_name"].as_str().unwrap_or("").to_string();
+            if file_name.is_empty() && !uri.is_empty() {
+                file_name = uri_file_name(&uri);
+            }
             call.artifacts.push(Artifact {
                 id: fake::fake_id(id),
                 agent_created: true,
-                file_name: meta["file_name"].as_str().unwrap_or("").to_string(),
+                uri,
+                file_name,
                 relative_path: fake::clean_dir(meta["relative_path"].as_str().unwrap_or(""))
                     .unwrap_or_default(),
                 step_id: step_id.to_string(),
@@ -530,6 +713,27 @@ struct Call {
     bad_result: Option<String>,
     logs: Vec<Log>,
     artifacts: Vec<Artifact>,
+    /// What a download handler wrote.
+    downloaded: Vec<u8>,
+}
+
+/// The last segment of a URI's path (after its scheme and authority), or
+/// its host, or "artifact".
+fn uri_file_name(uri: &str) -> String {
+    let rest = uri.split_once(':').map_or(uri, |(_, r)| r);
+    let rest = rest.split(|c| c == '?' || c == '#').next().unwrap_or("");
+    let (host, path) = match rest.strip_prefix("//") {
+        Some(r) => match r.find('/') {
+            Some(i) => (&r[..i], &r[i..]),
+            None => (r, ""),
+        },
+        None => ("", rest),
+    };
+    match path.trim_end_matches('/').rsplit('/').next() {
+        Some(seg) if !seg.is_empty() => seg.to_string(),
+        _ if !host.is_empty() => host.to_string(),
+        _ => "artifact".to_string(),
+    }
 }
 
 impl Call {
@@ -586,6 +790,7 @@ mod tests {
             step,
             task: None,
             artifact: None,
+            download: None,
         }
     }
 
@@ -645,6 +850,7 @@ mod tests {
                 })
             }),
             artifact: None,
+            download: None,
         });
         let mut task = host.create_task("plan").unwrap();
         assert_eq!(task.steps().len(), 2);
@@ -697,6 +903,7 @@ mod tests {
                     }
                 })
             }),
+            download: None,
         });
         let mut task = host.create_task("").unwrap();
         let f = task.upload("photo.png", "in", b"png").unwrap_err();
@@ -709,6 +916,97 @@ mod tests {
         assert_eq!(task.files(), vec!["in/notes.txt"]);
         assert_eq!(task.logs().len(), 2);
         assert_eq!(task.logs()[0].message, "checking in/photo.png");
+    }
+
+    #[test]
+    fn uri_uploads_and_downloads_run_their_handlers_as_agentrt_does() {
+        let host = Host::new(Handlers {
+            step: || {
+                exports::on_step(|_| {
+                    let id = crate::create_uri_artifact("s3://bucket/out/report.pdf", "", "links")?;
+                    Ok(StepResult::output(id))
+                })
+            },
+            task: None,
+            artifact: Some(|| {
+                exports::on_artifact(|_, a| {
+                    if let Some(rest) = a.uri.strip_prefix("http://") {
+                        return Err(crate::replace_with_uri(format!("https://{}", rest)));
+                    }
+                    if let Some(text) = a.uri.strip_prefix("memo:") {
+                        workspace::write(&format!("memos/{}", a.file_name), text.as_bytes())?;
+                        return Err(crate::replace_with_file(format!("memos/{}", a.file_name)));
+                    }
+                    if a.uri.contains("reject") {
+                        return Err(reject("not that one"));
+                    }
+                    Ok(())
+                })
+            }),
+            download: Some(|| {
+                exports::on_download(|_, a, out| {
+                    if a.file_name == "report.pdf" {
+                        let refused = workspace::write("x", b"").is_err()
+                            && workspace::delete("memos/note").is_err();
+                        out.write(
+                            format!("served {} by {} ({})", a.uri, a.step_id, refused).as_bytes(),
+                        )?;
+                        return Ok(());
+                    }
+                    if a.file_name == "bad" {
+                        out.write(b"half")?;
+                        return Err(Error::new("broke"));
+                    }
+                    Err(crate::default_download())
+                })
+            }),
+        });
+        let mut task = host.create_task("uris").unwrap();
+        let web = task.upload_uri("http://example.com/a.pdf", "", "").unwrap();
+        assert_eq!(web.uri, "https://example.com/a.pdf");
+        assert_eq!(
+            (web.file_name.as_str(), web.path()),
+            ("a.pdf", String::new())
+        );
+        let memo = task.upload_uri("memo:remember", "note", "").unwrap();
+        assert_eq!(
+            (memo.uri.as_str(), memo.path()),
+            ("", "memos/note".to_string())
+        );
+        assert_eq!(memo.data, b"remember");
+        assert!(task
+            .upload_uri("https://reject.example/x", "", "")
+            .unwrap_err()
+            .is_rejection());
+        let step = task.step("make a link").unwrap();
+        let link = &step.artifacts[0];
+        assert_eq!(
+            (
+                link.uri.as_str(),
+                link.file_name.as_str(),
+                link.relative_path.as_str()
+            ),
+            ("s3://bucket/out/report.pdf", "report.pdf", "links")
+        );
+        let d = task.download(&link.id).unwrap();
+        assert!(d.served);
+        assert_eq!(
+            String::from_utf8(d.data).unwrap(),
+            format!("served s3://bucket/out/report.pdf by {} (true)", step.id)
+        );
+        let d = task.download(&memo.id).unwrap();
+        assert_eq!((d.served, d.data.as_slice()), (false, &b"remember"[..]));
+        let d = task.download(&web.id).unwrap();
+        assert_eq!(
+            (d.served, d.uri.as_str()),
+            (false, "https://example.com/a.pdf")
+        );
+        let bad = task
+            .upload_uri("https://example.com/bad", "bad", "")
+            .unwrap();
+        let f = task.download(&bad.id).unwrap_err();
+        assert_eq!(f.to_string(), "download handler failed: broke");
+        assert_eq!(task.read_file("memos/note").unwrap(), b"remember");
     }
 
     #[test]

@@ -20,14 +20,15 @@ type Host interface {
 	WorkspaceList(prefix, buf []byte) int32
 	WorkspaceStat(path, buf []byte) int32
 	WorkspaceDelete(path []byte) int32
+	DownloadWrite(data []byte) int32
 }
 
 // Kit is what the kit lends: its exports (plugins/ABI.md), each as the
 // host would call it, and Use, which makes h the host the kit's host
 // functions call (nil: none, every function answers ErrNotAllowed).
 type Kit struct {
-	Use                                  func(h Host)
-	Handlers, OnStep, OnTask, OnArtifact func() int32
+	Use                                              func(h Host)
+	Handlers, OnStep, OnTask, OnArtifact, OnDownload func() int32
 }
 
 var kit *Kit

@@ -35,6 +35,28 @@ pub(crate) struct State {
     /// What download_write sent; download_fail makes it fail.
     pub downloaded: Vec<u8>,
     pub download_fail: Option<(i32, String)>,
+    /// Set for a download handler's call: download_write works, and
+    /// nothing may change (as agentrt refuses changes from a download).
+    pub download: bool,
+}
+
+/// Whether the input message is the download handler's.
+fn is_download(input: &[u8]) -> bool {
+    json::parse(&String::from_utf8_lossy(input))
+        .map(|v| v["handler"].as_str() == Some(abi::HANDLER_DOWNLOAD))
+        .unwrap_or(false)
+}
+
+/// Refuses a change from the download handler.
+fn read_only(s: &mut State) -> Result<(), i32> {
+    if s.download {
+        return Err(fail(
+            s,
+            abi::ERR_NOT_ALLOWED,
+            "the download handler cannot change the task: serving a download changes nothing",
+        ));
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -47,13 +69,15 @@ pub(crate) fn begin(input: &str) {
         *s.borrow_mut() = Some(State {
             input: input.as_bytes().to_vec(),
             config: "{}".into(),
+            download: is_download(input.as_bytes()),
             ..State::default()
         })
     });
 }
 
 /// Starts a call with `state`, for the harness.
-pub(crate) fn begin_call(state: State) {
+pub(crate) fn begin_call(mut state: State) {
+    state.download = is_download(&state.input);
     STATE.with(|s| *s.borrow_mut() = Some(state));
 }
 
@@ -231,6 +255,9 @@ pub unsafe fn host_artifact_create(
     id_out: *mut u8,
 ) -> i32 {
     call(|s| {
+        if let Err(code) = read_only(s) {
+            return code;
+        }
         let meta = match text(s, meta, meta_len) {
             Ok(m) => m.to_string(),
             Err(code) => return code,
@@ -266,6 +293,15 @@ pub unsafe fn host_artifact_create(
             return fail(s, abi::ERR_BAD_PATH, &msg);
         }
         let mut data = bytes(data, data_len).to_vec();
+        if parsed["uri"].as_str().is_some()
+            && (!data.is_empty() || !parsed["workspace_path"].is_null())
+        {
+            return fail(
+                s,
+                abi::ERR_INVALID,
+                "a URI artifact has no bytes: give no data or workspace_path with a uri",
+            );
+        }
         if let Some(path) = parsed["workspace_path"].as_str() {
             if !data.is_empty() {
                 return fail(
@@ -337,6 +373,9 @@ pub unsafe fn host_workspace_write(
     data_len: i32,
 ) -> i32 {
     call(|s| {
+        if let Err(code) = read_only(s) {
+            return code;
+        }
         let path = match text(s, path, path_len) {
             Ok(p) => p,
             Err(code) => return code,
@@ -409,6 +448,9 @@ pub unsafe fn host_workspace_stat(path: *const u8, path_len: i32, buf: *mut u8, 
 
 pub unsafe fn host_workspace_delete(path: *const u8, path_len: i32) -> i32 {
     call(|s| {
+        if let Err(code) = read_only(s) {
+            return code;
+        }
         let path = match text(s, path, path_len) {
             Ok(p) => p,
             Err(code) => return code,
@@ -431,6 +473,13 @@ pub unsafe fn host_workspace_delete(path: *const u8, path_len: i32) -> i32 {
 
 pub unsafe fn host_download_write(data: *const u8, data_len: i32) -> i32 {
     call(|s| {
+        if !s.download {
+            return fail(
+                s,
+                abi::ERR_NOT_ALLOWED,
+                "only the download handler writes a download",
+            );
+        }
         if let Some((code, msg)) = s.download_fail.clone() {
             return fail(s, code, &msg);
         }
