@@ -410,15 +410,7 @@ impl<'h> Task<'h> {
             .with("abi", abi::VERSION)
             .with("handler", "artifact")
             .with("task", self.message())
-            .with(
-                "artifact",
-                Value::object()
-                    .with("artifact_id", artifact.id.as_str())
-                    .with("agent_created", false)
-                    .with("file_name", artifact.file_name.as_str())
-                    .with("relative_path", artifact.relative_path.as_str())
-                    .with("workspace_path", path.as_str()),
-            );
+            .with("artifact", artifact.message());
         let call = self.call(handler, message, "");
         self.logs.extend(call.logs.iter().cloned());
         let reject = call.result["reject"].as_str().unwrap_or("").to_string();
