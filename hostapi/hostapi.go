@@ -61,6 +61,17 @@ func WithHost(ctx context.Context, h Host) context.Context {
 
 type callKey struct{}
 
+// WithConstruction returns a context for a plugin's initialization under
+// which the functions, answering ErrNotAllowed as they do outside any
+// handler call, first tell called the name of each one the plugin calls
+// ("agentrt_v1.log"): the runtime takes no snapshot of an initialization
+// that calls them.
+func WithConstruction(ctx context.Context, called func(name string)) context.Context {
+	return context.WithValue(ctx, constructionKey{}, called)
+}
+
+type constructionKey struct{}
+
 // call is the host API's state for one handler call.
 type call struct {
 	host    Host
@@ -97,14 +108,14 @@ func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
 		{abi.FuncWorkspaceDelete, 2, f.workspaceDelete},
 		{abi.FuncDownloadWrite, 2, f.downloadWrite},
 	} {
-		impl := fn.impl
+		impl, name := fn.impl, fn.name
 		params := make([]api.ValueType, fn.params)
 		for i := range params {
 			params[i] = api.ValueTypeI32
 		}
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-				stack[0] = api.EncodeI32(f.enter(ctx, mod, stack, impl))
+				stack[0] = api.EncodeI32(f.enter(ctx, mod, stack, name, impl))
 			}), params, []api.ValueType{api.ValueTypeI32}).
 			Export(fn.name)
 	}
@@ -118,10 +129,14 @@ type functions struct {
 
 // enter counts the call against the limit and runs impl on the handler call
 // in progress. Outside a handler call (while a plugin initializes) every
-// function answers ErrNotAllowed.
-func (f *functions) enter(ctx context.Context, mod api.Module, stack []uint64, impl func(*call, api.Module, []uint64) int32) int32 {
+// function answers ErrNotAllowed, and tells a construction watching
+// (WithConstruction) that the plugin called function name.
+func (f *functions) enter(ctx context.Context, mod api.Module, stack []uint64, name string, impl func(*call, api.Module, []uint64) int32) int32 {
 	c, _ := ctx.Value(callKey{}).(*call)
 	if c == nil {
+		if called, ok := ctx.Value(constructionKey{}).(func(string)); ok {
+			called(abi.ImportModule + "." + name)
+		}
 		return abi.ErrNotAllowed
 	}
 	c.calls++

@@ -12,6 +12,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -38,6 +39,12 @@ import (
 type HostModule struct {
 	Name        string
 	Instantiate func(ctx context.Context, r wazero.Runtime) error
+	// Construction, if set, returns the context a plugin's initialization
+	// runs under while a snapshot is taken, under which the module's
+	// functions, answering as they do outside a handler call, also tell
+	// called the name of each one the plugin calls (hostapi.WithConstruction).
+	// A plugin that calls one while it initializes gets no snapshot.
+	Construction func(ctx context.Context, called func(name string)) context.Context
 }
 
 // Config sets how plugins are compiled and run.
@@ -68,6 +75,17 @@ type Config struct {
 	// by several plugins (all the instances of a fleet), another be this
 	// plugin's own. None: no bound.
 	Limiters []*Limiter
+	// NoSnapshots makes every instance run the plugin's initialization,
+	// never starting from a snapshot (see snapshot).
+	NoSnapshots bool
+	// AsBefore exists only to measure what snapshots save: every instance
+	// is instantiated from the module as it is (not instrumented), in a
+	// fresh memory (no memoryPool), and runs the initialization, as agentrt
+	// did before them. Never set it when serving.
+	AsBefore bool
+	// Version is agentrt's version: snapshots cached in CacheDir are
+	// kept apart by it.
+	Version string
 }
 
 // Defaults for Config.
@@ -104,7 +122,18 @@ type Plugin struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
 	exports  map[string]bool
-	modCfg   wazero.ModuleConfig
+	// modCfg starts an instance by running the initialization.
+	modCfg wazero.ModuleConfig
+
+	// inst is the module as instrumented (nil: compiled as it is), snap
+	// the snapshot instances start from (nil: none, for the reason in
+	// startWhy), and snapCfg how they start from it.
+	inst     *instrumented
+	snap     *snapshot
+	startWhy string
+	snapCfg  wazero.ModuleConfig
+	// pool holds the memories of closed instances for the next ones.
+	pool *memoryPool
 
 	// Calls in flight. Close stops them (closing, which cancels their
 	// contexts) and waits for them before it frees the runtime: an
@@ -162,6 +191,17 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 	if code, err = prepareModule(code, lim); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
+	inst, err := instrument(code)
+	var notInstrumented *errNotInstrumented
+	switch {
+	case cfg.AsBefore:
+		inst, notInstrumented = nil, &errNotInstrumented{"as before snapshots"}
+	case errors.As(err, &notInstrumented):
+	case err != nil:
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	default:
+		code = inst.code
+	}
 
 	// wazero's memory limit stays at wasm32's 4 GiB: instanceMemory holds
 	// each instance to cfg.MemoryLimitPages, and sees the grows it refuses.
@@ -178,10 +218,14 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 		}
 		rc = rc.WithCompilationCache(cache)
 	}
-	p := &Plugin{path: path, sha256: hex.EncodeToString(sum[:]), cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc)}
+	p := &Plugin{path: path, sha256: hex.EncodeToString(sum[:]), cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc), inst: inst}
+	if notInstrumented != nil {
+		p.startWhy = notInstrumented.why
+	}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.load(ctx, code); err != nil {
 		p.runtime.Close(ctx)
+		p.snap.close()
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
 	return p, nil
@@ -229,16 +273,37 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 	if err := p.checkExports(); err != nil {
 		return err
 	}
+	starts := []string{abi.InitializeExport}
+	if p.inst != nil {
+		starts = []string{instantiateExport, abi.InitializeExport}
+	}
 	p.modCfg = wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.InitializeExport).
+		WithStartFunctions(starts...).
 		WithSysWalltime().
 		WithSysNanotime()
+	if !p.cfg.AsBefore {
+		p.modCfg = p.modCfg.WithRandSource(rand.Reader)
+	}
 	// random_get and fd_write are agentrt's own (instantiateWASI): they
-	// take no random source or writers from this configuration.
+	// take no random source or writers from this configuration. Without a
+	// source, wazero seeds a math/rand generator for every instance (7% of
+	// a Go instance's start).
 
-	// A first instance runs the plugin's initialization, which must neither
-	// trap nor loop, and tells the ABI version.
+	// The plugin's initialization, which must neither trap nor loop, runs
+	// to take a snapshot, or in the first instance below.
+	if err := p.useSnapshot(ctx); err != nil {
+		return fmt.Errorf("initialization failed: %s", protocol.ErrorMessage(err))
+	}
+	switch {
+	case p.cfg.AsBefore:
+	case p.snap != nil:
+		p.pool = newMemoryPool(p.snap.image)
+	default:
+		p.pool = newMemoryPool(nil)
+	}
+
+	// A first instance tells the ABI version.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
 	mod, _, err := p.instantiate(ctx) // what it prints goes nowhere
@@ -396,6 +461,9 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 		return 0, err
 	}
 	defer mod.Close(context.Background())
+	if p.snap != nil {
+		p.snap.replay(ctx)
+	}
 	fn := mod.ExportedFunction(name)
 	if fn == nil {
 		return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin does not export %s", name)
@@ -422,11 +490,15 @@ func shuttingDown() *protocol.Error {
 	return &protocol.Error{Code: protocol.EUNAVAILABLE, Message: "the server is shutting down; retry shortly", RetryAfter: 1}
 }
 
-// instantiate makes a fresh instance and runs its initialization. Its
-// sleeps (WASI's poll_oneoff, see instantiateWASI) are real, and end when
-// ctx does.
+// instantiate makes a fresh instance: from the snapshot, or running its
+// initialization. Its sleeps (WASI's poll_oneoff, see instantiateWASI) are
+// real, and end when ctx does.
 func (p *Plugin) instantiate(ctx context.Context) (api.Module, *instanceMemory, error) {
-	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536}
+	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536, pool: p.pool}
+	if p.snap != nil {
+		mod, err := p.instantiateSnapshot(ctx, mem)
+		return mod, mem, err
+	}
 	ctx = experimental.WithMemoryAllocator(ctx, mem)
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, p.modCfg)
 	if err != nil {
@@ -481,7 +553,10 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.stop()
 	p.inFlight.Wait()
-	return p.runtime.Close(ctx)
+	err := p.runtime.Close(ctx)
+	p.pool.close()
+	p.snap.close()
+	return err
 }
 
 // wazeroFrame is how wazero names the function a start failure happened in.

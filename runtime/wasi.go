@@ -304,9 +304,14 @@ func guestBytes(mem api.Memory, ptr uint32, n uint64) ([]byte, bool) {
 }
 
 // sleep waits for d, or until ctx is done, and reports whether it waited
-// all of d.
+// all of d. While a snapshot is taken, it advances the construction's
+// virtual clock by d at once.
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
+		return true
+	}
+	if c := constructionOf(ctx); c != nil {
+		c.clock.elapsed += int64(d)
 		return true
 	}
 	t := time.NewTimer(d)
@@ -342,6 +347,15 @@ func fillRandom(ctx context.Context, mem api.Memory, buf, bufLen uint32) uint32 
 	if !ok {
 		return errnoFault
 	}
+	if c := constructionOf(ctx); c != nil {
+		return c.random(ctx, b) // while a snapshot is taken: kept, to find what it seeds
+	}
+	return fillRandomChunks(ctx, b)
+}
+
+// fillRandomChunks fills b from crypto/rand, randomChunk bytes at a time,
+// and returns EINTR if ctx ends before it is full.
+func fillRandomChunks(ctx context.Context, b []byte) uint32 {
 	for len(b) > 0 {
 		if ctx.Err() != nil {
 			return errnoIntr

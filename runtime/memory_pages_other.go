@@ -1,0 +1,7 @@
+//go:build !linux
+
+package runtime
+
+// privatePages reports that this system does not say which pages of a
+// memory were written.
+func privatePages(mem []byte) ([]int, bool) { return nil, false }
