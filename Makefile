@@ -48,7 +48,7 @@ KIT_GO     := $(shell sed -n 's/^go \([0-9.]*\)$$/\1/p' plugins/go.mod)
 # package's testdata/fuzz/; what a run finds new stays in Go's cache, and a
 # failing input is written to testdata/fuzz/ for a test to keep).
 FUZZ_TARGETS   := .:./protocol/httpapi:FuzzDecodeRequestBody .:./protocol:FuzzCheckJSON .:./protocol/wire:FuzzResultDecoding .:./protocol:FuzzStepResult \
-                  .:./protocol:FuzzLogRecordSize plugins:./abi:FuzzDecodeInput .:./runtime:FuzzPrepareModule plugins/manifest:.:FuzzParse
+                  .:./protocol:FuzzLogRecordSize plugins:./abi:FuzzDecodeInput .:./runtime:FuzzPrepareModule .:./runtime:FuzzDecodeSnapshot plugins/manifest:.:FuzzParse
 FUZZTIME_TEST  ?= 4s
 FUZZTIME       ?= 2m
 

@@ -1,5 +1,6 @@
 // Package sandbox benchmarks what the sandbox costs a handler call: a fresh
-// instance per call, and the deadline check (wazero's
+// instance per call, how it starts (from a snapshot, or running the
+// plugin's initialization), and the deadline check (wazero's
 // WithCloseOnContextDone) that lets a timeout stop guest code.
 //
 //	make plugins && go test ./bench/sandbox -bench . -benchtime 2s
@@ -66,15 +67,19 @@ func watPath(b *testing.B, name string) string {
 	return out
 }
 
-func load(b *testing.B, path string, closeOnDone bool) *runtime.Plugin {
-	p, err := runtime.Load(context.Background(), path, runtime.Config{
+func load(b *testing.B, path string, closeOnDone bool, opts ...func(*runtime.Config)) *runtime.Plugin {
+	cfg := runtime.Config{
 		CacheDir:             filepath.Join(os.TempDir(), "agentrt-bench-cache"),
 		CallTimeout:          time.Minute,
 		NoCloseOnContextDone: !closeOnDone,
 		HostModules: []runtime.HostModule{{Name: abi.ImportModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
 			return hostapi.Instantiate(ctx, r, hostapi.Config{})
-		}}},
-	})
+		}, Construction: hostapi.WithConstruction}},
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p, err := runtime.Load(context.Background(), path, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,5 +124,38 @@ func BenchmarkSpinStep(b *testing.B) {
 				call(b, p)
 			}
 		})
+	}
+}
+
+// BenchmarkInstanceStart is one instance started, asked its ABI version
+// and closed, per iteration: the start itself, in each language, three
+// ways: from a snapshot; running the initialization (the path of a plugin
+// that gets no snapshot); and as before snapshots (the module as it is,
+// fresh memory for every instance, its initialization run).
+func BenchmarkInstanceStart(b *testing.B) {
+	paths := []struct {
+		name string
+		cfg  func(*runtime.Config)
+	}{
+		{"snapshot", func(*runtime.Config) {}},
+		{"initialization", func(c *runtime.Config) { c.NoSnapshots = true }},
+		{"before", func(c *runtime.Config) { c.AsBefore = true }},
+	}
+	for _, lang := range []string{"go", "tinygo", "rust"} {
+		for _, path := range paths {
+			b.Run(lang+"/"+path.name, func(b *testing.B) {
+				p := load(b, pluginPath(b, "echo-"+lang), true, path.cfg)
+				if s := p.Start(); s.Snapshot != (path.name == "snapshot") {
+					b.Fatalf("instances start by %s", s)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, _, err := p.Call(context.Background(), abi.VersionExport, runtime.Invocation{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -192,10 +192,10 @@ func TestHostCallsWhileAPluginIsConstructedReachNothing(t *testing.T) {
 		name, plugin, input, want string
 	}{
 		{"wasm start section and _initialize", "wat", "", "6666666666"},
-		{"Go init functions", "go", "construction", "[-6,-6,-6,-6,-6]"},
+		{"Go init functions", "go", "", "[-6,-6,-6,-6,-6]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plugin := attackerPlugin(t)
+			plugin := goPlugin(t, "testdata/plugins/construct")
 			if tc.plugin == "wat" {
 				plugin = watPlugin(t, "construct")
 			}

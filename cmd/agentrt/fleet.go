@@ -195,7 +195,10 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agen
 			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
 				return hostapi.Instantiate(ctx, r, hostCfg)
 			},
+			Construction: hostapi.WithConstruction,
 		}},
+		NoSnapshots: !f.cfg.snapshots,
+		Version:     buildVersion(),
 	}
 	if code != nil {
 		return runtime.Compile(ctx, path, code, cfg)
@@ -348,7 +351,8 @@ func (f *fleet) apply(res loaded) {
 	}
 	pf.agent, pf.err = res.name, ""
 	a.file, a.err = res.file, ""
-	f.log.Info("agent ready", "agent", a.name, "file", res.file+pluginExt, "sha256", res.build.plugin.SHA256())
+	f.log.Info("agent ready", "agent", a.name, "file", res.file+pluginExt, "sha256", res.build.plugin.SHA256(),
+		"start", res.build.plugin.Start().String())
 	f.retire(a, res.build)
 }
 
@@ -722,7 +726,16 @@ func (f *fleet) info(a *fleetAgent) httpapi.AgentInfo {
 	info.Limits = b.limits.describe()
 	schemes := b.schemes()
 	info.ArtifactSchemes = &schemes
+	info.Start = startInfo(b.plugin.Start())
 	return info
+}
+
+// startInfo is how a plugin's instances start, as /agents shows it.
+func startInfo(s runtime.Start) *httpapi.StartInfo {
+	if !s.Snapshot {
+		return &httpapi.StartInfo{From: "initialization", Why: s.Why}
+	}
+	return &httpapi.StartInfo{From: "snapshot", MemoryBytes: s.MemoryBytes, Reseeded: s.Reseeded, Cached: s.Cached}
 }
 
 // failedFileInfo describes a plugin file that serves no agent.

@@ -104,6 +104,37 @@ func goPlugin(t testing.TB, dir string) string {
 	})
 }
 
+// tinygoPlugin builds the plugin whose main package is at dir (relative to
+// the repository) with TinyGo, as "make plugins" builds the examples: the
+// TinyGo scripts/toolchains.sh installs, in $AGENTRT_CACHE/bin (by default
+// ~/.cache/agentrt/bin), or on PATH.
+func tinygoPlugin(t testing.TB, dir string) string {
+	t.Helper()
+	return once(t, "tinygo:"+dir+".wasm", func(out string) error {
+		tinygo, err := exec.LookPath("tinygo")
+		cache := os.Getenv("AGENTRT_CACHE")
+		if cache == "" {
+			if home, herr := os.UserCacheDir(); herr == nil {
+				cache = filepath.Join(home, "agentrt")
+			}
+		}
+		if p := filepath.Join(cache, "bin", "tinygo"); cache != "" {
+			if _, serr := os.Stat(p); serr == nil {
+				tinygo, err = p, nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("tinygo is not installed; run scripts/toolchains.sh (make test does)")
+		}
+		cmd := exec.Command(tinygo, "build", "-target=wasip1", "-buildmode=c-shared", "-no-debug", "-scheduler=none", "-o", out, ".")
+		cmd.Dir = filepath.Join(repoRoot, dir)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, b)
+		}
+		return nil
+	})
+}
+
 // watPlugin assembles testdata/wat/<name>.wat with wat2wasm (from wabt,
 // installed by scripts/toolchains.sh).
 func watPlugin(t testing.TB, name string) string {

@@ -109,6 +109,11 @@ func runAttacks(t *testing.T, plugin, benign string, attacks []attack, callTimeo
 		c.limits.MaxTaskSteps = 0 // no limit
 	}}, opts...)
 	ts := serve(t, plugin, opts...)
+	// The suites attack calls that start from a snapshot: what a snapshot
+	// shares between calls is under attack with the rest.
+	if s := ts.srv.plugin.Start(); !s.Snapshot {
+		t.Fatalf("the plugin's calls start by %s, not from a snapshot", s)
+	}
 	sandbox := filepath.Dir(ts.cfg.dataDir)
 	cwd, _ := os.Getwd()
 	outsideBefore := listing(t, sandbox, ts.cfg.dataDir) + listing(t, cwd, "")

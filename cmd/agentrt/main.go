@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	goruntime "runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -27,6 +28,26 @@ import (
 
 // version is agentrt's version.
 const version = "0.1.0"
+
+// buildVersion is agentrt's version with the commit it was built from, when
+// the build recorded one: snapshots cached by one build are not used by
+// another (runtime.Config.Version).
+func buildVersion() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			v += " " + s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			v += "+modified"
+		}
+	}
+	return v
+}
 
 const usage = `agentrt serves an agent, written as a WebAssembly plugin, over the Agent Protocol v1.
 

@@ -10,7 +10,9 @@ import (
 
 // The example matrix: every example, built in every language, is driven
 // through the same requests and must give the same responses and
-// artifacts. Needs "make plugins" for the TinyGo and Rust builds.
+// artifacts, whether its calls start from a snapshot of its initialized
+// state or run its initialization. Needs "make plugins" for the TinyGo and
+// Rust builds.
 
 var languages = []string{"go", "tinygo", "rust"}
 
@@ -170,35 +172,42 @@ func TestExampleMatrix(t *testing.T) {
 		t.Run(example, func(t *testing.T) {
 			var golden []string
 			for _, lang := range languages {
-				t.Run(lang, func(t *testing.T) {
-					tr := &transcript{t: t, ts: serve(t, examplePlugin(t, example+"-"+lang)), ids: map[string]string{}}
-					scenarios[example](tr)
-					got := strings.Join(tr.lines, "\n")
-					if lang == "go" {
-						golden = tr.lines
-						for _, want := range expectations[example] {
-							if !strings.Contains(got, want) {
-								t.Errorf("the Go build's transcript lacks %s:\n%s", want, got)
+				for _, snapshots := range []bool{true, false} {
+					path := map[bool]string{true: "snapshot", false: "initialize"}[snapshots]
+					t.Run(lang+"/"+path, func(t *testing.T) {
+						ts := serve(t, examplePlugin(t, example+"-"+lang), func(c *runConfig) { c.snapshots = snapshots })
+						if got := ts.srv.plugin.Start(); got.Snapshot != snapshots {
+							t.Fatalf("the calls start by %s, not by %s", got, path)
+						}
+						tr := &transcript{t: t, ts: ts, ids: map[string]string{}}
+						scenarios[example](tr)
+						got := strings.Join(tr.lines, "\n")
+						if golden == nil {
+							if lang != "go" {
+								t.Fatal("no Go transcript to compare with")
+							}
+							golden = tr.lines
+							for _, want := range expectations[example] {
+								if !strings.Contains(got, want) {
+									t.Errorf("the Go build's transcript lacks %s:\n%s", want, got)
+								}
+							}
+							return
+						}
+						for i := range max(len(golden), len(tr.lines)) {
+							var g, w string
+							if i < len(tr.lines) {
+								g = tr.lines[i]
+							}
+							if i < len(golden) {
+								w = golden[i]
+							}
+							if g != w {
+								t.Errorf("response %d differs from the Go build's from a snapshot:\n%s: %s\ngo: %s", i, lang+"/"+path, g, w)
 							}
 						}
-						return
-					}
-					if golden == nil {
-						t.Fatal("no Go transcript to compare with")
-					}
-					for i := range max(len(golden), len(tr.lines)) {
-						var g, w string
-						if i < len(tr.lines) {
-							g = tr.lines[i]
-						}
-						if i < len(golden) {
-							w = golden[i]
-						}
-						if g != w {
-							t.Errorf("response %d differs from the Go build's:\n%s: %s\ngo: %s", i, lang, g, w)
-						}
-					}
-				})
+					})
+				}
 			}
 		})
 	}

@@ -63,6 +63,9 @@ type runConfig struct {
 	maxUploads      int
 	maxUploadsPer   int
 	debugAddr       string
+	// snapshots is whether plugins' calls start from a snapshot of their
+	// initialized state (runtime.Config.NoSnapshots).
+	snapshots bool
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -178,6 +181,7 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
 	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
 	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
+	fs.BoolVar(&cfg.snapshots, "snapshots", true, "start each plugin call from a snapshot of the plugin's initialized state, taken at load (docs/SECURITY.md); false runs its initialization in every call")
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
 
@@ -300,7 +304,8 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		log.Info("serving the profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
 	if cfg.plugin != "" {
-		log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+httpapi.Prefix, "data", cfg.dataDir)
+		log.Info("serving", "plugin", cfg.plugin, "url", "http://"+ln.Addr().String()+httpapi.Prefix, "data", cfg.dataDir,
+			"start", srv.plugin.Start().String())
 	} else {
 		list, _ := srv.fleet.List(ctx)
 		ready := 0

@@ -53,6 +53,23 @@ type AgentInfo struct {
 	Tasks int `json:"tasks"`
 	// Default is whether the agent is also served at the root.
 	Default bool `json:"default"`
+	// Start is how each call's instance of the build serving starts; nil
+	// while none serves.
+	Start *StartInfo `json:"start,omitempty"`
+}
+
+// StartInfo is how a build's instances start: "snapshot", from a snapshot
+// of the state its plugin's initialization left, taken at load; or
+// "initialization", running the initialization, for the reason Why.
+type StartInfo struct {
+	From string `json:"from"`
+	Why  string `json:"why,omitempty"`
+	// MemoryBytes is the size of the snapshot's memory.
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	// Reseeded names the random generators re-seeded in every instance.
+	Reseeded []string `json:"reseeded,omitempty"`
+	// Cached is whether the snapshot came from the cache on disk.
+	Cached bool `json:"cached,omitempty"`
 }
 
 // agentList is the body of GET /agents.

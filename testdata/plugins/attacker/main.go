@@ -116,24 +116,6 @@ func readInput() input {
 	return in
 }
 
-// construction holds what host calls made while the instance initialized
-// (Go's init functions run in _initialize) returned.
-var construction []int32
-
-func init() {
-	p, n := str(`{"output":"set during construction"}`)
-	construction = append(construction,
-		hostSetResult(p, n),
-		log([]byte("logged during construction")),
-		write("construction.txt", []byte("written during construction")),
-	)
-	meta := []byte(`{"file_name":"construction.txt"}`)
-	data := []byte("created during construction")
-	construction = append(construction, hostArtifactCreate(ptr(meta), uint32(len(meta)), ptr(data), uint32(len(data)), nil))
-	buf := make([]byte, 1<<16)
-	construction = append(construction, hostInput(ptr(buf), uint32(len(buf))))
-}
-
 //go:wasmexport agentrt_abi_version
 func abiVersion() int32 { return 1 }
 
@@ -146,10 +128,6 @@ func onStep() int32 {
 	}
 	name, arg, _ := strings.Cut(attack, " ")
 	switch name {
-	case "construction":
-		b, _ := json.Marshal(construction)
-		return output(string(b))
-
 	// Invalid UTF-8 in every field of a result, and lone surrogates.
 	case "utf8-output":
 		return result(`{"output":"a` + "\xff\xfe" + `b"}`)
