@@ -105,9 +105,10 @@ func TestRandomValuesDifferBetweenCallsAndInstances(t *testing.T) {
 		t.Run(lang, func(t *testing.T) {
 			plugin := map[string]func(testing.TB, string) string{"go": goPlugin, "tinygo": tinygoPlugin}[lang](t, "testdata/plugins/random")
 			var inits []string
-			for range 2 {
-				// Each server its own cache: its own snapshot.
-				ts := serve(t, plugin, func(c *runConfig) { c.cacheDir = t.TempDir() })
+			for i := range 2 {
+				// Another memory limit: another snapshot (the compiled code
+				// is shared).
+				ts := serve(t, plugin, func(c *runConfig) { c.memoryLimit = size(64+i) << 20 })
 				start := ts.srv.plugin.Start()
 				if !start.Snapshot || len(start.Reseeded) == 0 {
 					t.Fatalf("calls start by %s; want a snapshot with generators re-seeded", start)
