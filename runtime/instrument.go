@@ -71,6 +71,10 @@ type instrumentedGlobal struct {
 // memoryRange is the bytes [start, end) of linear memory.
 type memoryRange struct{ start, end uint32 }
 
+// maxSnapshotGlobals is the most mutable globals a module may have and
+// get a snapshot: Go's plugins have 8, TinyGo's and Rust's 1.
+const maxSnapshotGlobals = 1000
+
 // mergeGap is the most zero bytes between two data segments merged into
 // one. Go's plugins have runs of under 32 bytes of zeros between most of
 // theirs; 4 KiB makes one or a few segments of them.
@@ -114,9 +118,21 @@ func instrument(code []byte) (*instrumented, error) {
 	if err != nil {
 		return nil, err
 	}
+	mutable := 0
+	for _, g := range globals {
+		if g.mutable {
+			mutable++
+		}
+	}
 	for i, g := range globals {
 		if !g.mutable {
 			continue
+		}
+		if mutable > maxSnapshotGlobals {
+			// Each would be an export, and wazero's work for each export
+			// is per function (module.go's maxExports).
+			out.noSnapshot = fmt.Sprintf("it has %d mutable globals; a snapshot holds at most %d", mutable, maxSnapshotGlobals)
+			break
 		}
 		switch g.typ {
 		case 0x7f, 0x7e, 0x7d, 0x7c:
@@ -300,6 +316,13 @@ func mergeSegments(segments []dataSegment) []dataSegment {
 	}
 	sorted := slices.Clone(segments)
 	slices.SortStableFunc(sorted, func(a, b dataSegment) int { return cmp.Compare(a.offset, b.offset) })
+	// The zeros added stay under the bytes the segments hold: segments a
+	// gap apart all across a large memory would otherwise make a module of
+	// a few bytes a merged segment of the whole memory.
+	var zerosLeft uint64
+	for _, s := range segments {
+		zerosLeft += uint64(len(s.bytes))
+	}
 	var merged []dataSegment
 	for _, s := range sorted {
 		if n := len(merged); n > 0 {
@@ -308,8 +331,9 @@ func mergeSegments(segments []dataSegment) []dataSegment {
 			if uint64(s.offset) < lastEnd {
 				return segments // they overlap
 			}
-			if uint64(s.offset)-lastEnd <= mergeGap {
-				last.bytes = append(last.bytes, make([]byte, uint64(s.offset)-lastEnd)...)
+			if gap := uint64(s.offset) - lastEnd; gap <= mergeGap && gap <= zerosLeft {
+				zerosLeft -= gap
+				last.bytes = append(last.bytes, make([]byte, gap)...)
 				last.bytes = append(last.bytes, s.bytes...)
 				continue
 			}

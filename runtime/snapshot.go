@@ -129,8 +129,10 @@ type construction struct {
 	// beyond says what it did past what a snapshot records, if anything.
 	beyond string
 
+	// memory is a view of the instance's memory, valid until close.
 	memory  []byte
 	globals []uint64
+	close   func()
 }
 
 type constructionKey struct{}
@@ -227,7 +229,9 @@ func (p *Plugin) snapshotNanotime() func() int64 {
 // construct runs the plugin's initialization once in a fresh instance, as
 // instantiate does, under a virtual clock that starts at clock, and returns
 // what it saw and left; its random reads get fresh bytes, or replay's. A
-// failure is the initialization's: a trap, an exit, the call timeout.
+// failure is the initialization's: a trap, an exit, the call timeout. The
+// instance stays until the construction's close: its memory is read in
+// place, never copied to the host's heap.
 func (p *Plugin) construct(ctx context.Context, clock virtualClock, replay [][]byte) (*construction, error) {
 	c := &construction{clock: clock, replay: replay}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
@@ -251,10 +255,9 @@ func (p *Plugin) construct(ctx context.Context, clock virtualClock, replay [][]b
 		}
 		return nil, failure
 	}
-	defer mod.Close(context.Background())
+	c.close = func() { mod.Close(context.Background()) }
 	m := mod.Memory()
-	view, _ := m.Read(0, m.Size())
-	c.memory = bytes.Clone(view)
+	c.memory, _ = m.Read(0, m.Size())
 	for _, g := range p.inst.globals {
 		c.globals = append(c.globals, mod.ExportedGlobal(g.name).Get())
 	}
@@ -338,6 +341,7 @@ func (p *Plugin) takeSnapshot(ctx context.Context) (*snapshot, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	defer a.close()
 	if why := a.whyNot(); why != "" {
 		return nil, why, nil
 	}
@@ -347,17 +351,22 @@ func (p *Plugin) takeSnapshot(ctx context.Context) (*snapshot, string, error) {
 	if err != nil {
 		return nil, "its initialization is not deterministic: run again, it failed: " + protocol.ErrorMessage(err), nil
 	}
-	if why := again.whyNot(); why != "" {
-		return nil, why, nil
+	why := again.whyNot()
+	if why == "" {
+		if d := a.differs(again); d != "" {
+			why = "its initialization is not deterministic: run again with the same clocks and random bytes, " + d
+		}
 	}
-	if why := a.differs(again); why != "" {
-		return nil, "its initialization is not deterministic: run again with the same clocks and random bytes, " + why, nil
+	again.close()
+	if why != "" {
+		return nil, why, nil
 	}
 	// And with other random bytes, to find where they went.
 	b, err := p.construct(ctx, clock, nil)
 	if err != nil {
 		return nil, "its initialization fails with some random bytes: " + protocol.ErrorMessage(err), nil
 	}
+	defer b.close()
 	gens, explained := findGenerators(a, b, p.inst.data)
 	for i, ok := range explained {
 		if !ok {

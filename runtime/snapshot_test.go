@@ -74,7 +74,7 @@ const dataModule = `(module
   (global $a (export "a") (mut i32) (i32.const 1))
   (global $b (export "b") (mut i64) (i64.const 2))
   (data (i32.const 100) "second")
-  (data (i32.const 10) "first")
+  (data (i32.const 10) "first, and long enough for the gaps after it to be merged: eighty bytes of it....")
   (data (i32.const 112) "third, after a gap")
   (data (i32.const 8192) "further")
   (data (i32.const 70000) "far")
@@ -133,6 +133,52 @@ func TestInstrumentRefusesDataOutsideTheInitialMemoryAndSaysWhatItCannotSnapshot
 	_, err = instrument(watModule(t, `(module (memory (export "memory") 1) (func (export "agentrt.snapshot.x")))`))
 	if _, ok := err.(*errNotInstrumented); !ok {
 		t.Errorf("a module exporting a reserved name: %v", err)
+	}
+}
+
+// What the rewrite adds is bounded by what the module holds: merged
+// segments hold at most twice the bytes of the segments, however far apart
+// they lie, and a module with more mutable globals than a snapshot holds
+// exports none of them.
+func TestInstrumentAddsNoMoreThanTheModuleHolds(t *testing.T) {
+	// 4,000 one-byte segments, 4 KiB apart: 16 MiB of memory.
+	var segs [][]byte
+	for i := range 4000 {
+		segs = append(segs, concat([]byte{0x00, 0x41}, sleb(int64(i)*4096), []byte{opEnd}, wasmName("x")))
+	}
+	code := wasmModule(
+		wasmSection(1, wasmVec(concat([]byte{0x60}, wasmVec(), wasmVec()))),
+		wasmSection(3, wasmVec([]byte{0})),
+		wasmSection(5, wasmVec([]byte{0x00, 0x80, 0x02})), // 256 pages
+		wasmSection(7, wasmVec(concat(wasmName("memory"), []byte{0x02, 0}))),
+		wasmSection(10, wasmVec(funcBody(nil, opEnd))),
+		wasmSection(11, wasmVec(segs...)))
+	inst, err := instrument(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := parseSections(inst.code)
+	if n := len(m.sections[sectionData]); n > 2*4000+8*4000 {
+		t.Errorf("the data section grew to %d bytes from 4,000 bytes of data", n)
+	}
+
+	var globals [][]byte
+	for range maxSnapshotGlobals + 1 {
+		globals = append(globals, concat([]byte{valI32, 0x01}, i32c0))
+	}
+	code = wasmModule(
+		wasmSection(1, wasmVec(concat([]byte{0x60}, wasmVec(), wasmVec()))),
+		wasmSection(3, wasmVec([]byte{0})),
+		wasmSection(5, wasmVec([]byte{0x00, 1})),
+		wasmSection(6, wasmVec(globals...)),
+		wasmSection(7, wasmVec(concat(wasmName("memory"), []byte{0x02, 0}))),
+		wasmSection(10, wasmVec(funcBody(nil, opEnd))))
+	inst, err = instrument(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inst.globals) != 0 || !strings.Contains(inst.noSnapshot, "1001 mutable globals; a snapshot holds at most 1000") {
+		t.Errorf("%d globals exported; no snapshot because %q", len(inst.globals), inst.noSnapshot)
 	}
 }
 
