@@ -27,8 +27,9 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned))
+			`INSERT INTO tasks (id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1))`,
+			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent)
 		if err != nil {
 			return err
 		}
@@ -73,21 +74,34 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, err
 
 // ListTasks returns a page of the agent's tasks in creation order, with
 // their artifacts, and the agent's number of tasks.
+//
+// What it costs does not grow with the page's number or the agent's
+// tasks: the count is kept (agent_tasks, by the triggers of migration
+// 0007), the page's first task is found by its position in the agent's
+// list, and the page read from there through an index. Only tasks deleted
+// before the page add to it: a look at each gap they left.
 func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task, int, error) {
 	tasks := []protocol.Task{}
 	var total int
 	err := s.readTx(ctx, func(r db) error {
-		if err := r.scanOne(`SELECT COUNT(*) FROM tasks WHERE agent = ?`, []any{s.agent}, &total); err != nil {
+		var next int
+		err := r.scanOne(`SELECT count, next FROM agent_tasks WHERE agent = ?`, []any{s.agent}, &total, &next)
+		if err == sql.ErrNoRows || err == nil && p.Offset() >= total {
+			return nil
+		} else if err != nil {
 			return err
 		}
-		if p.Offset() >= total {
-			return nil
+		first := p.Offset() + 1
+		if next-1 != total { // tasks were deleted: their positions are gaps
+			if first, err = positionOf(r, s.agent, p.Offset()); err != nil {
+				return err
+			}
 		}
 		rows, err := r.query(`
-			WITH page AS (SELECT * FROM tasks WHERE agent = ? ORDER BY seq LIMIT ? OFFSET ?)
+			WITH page AS (SELECT * FROM tasks WHERE agent = ? AND position >= ? ORDER BY position LIMIT ?)
 			SELECT `+taskColumns+`, `+artifactColumns("a")+`
 			FROM page t LEFT JOIN artifacts a ON a.task_id = t.id
-			ORDER BY t.seq, a.seq`, s.agent, p.Size, p.Offset())
+			ORDER BY t.position, a.seq`, s.agent, first, p.Size)
 		if err != nil {
 			return err
 		}
@@ -100,10 +114,28 @@ func (s *Store) ListTasks(ctx context.Context, p protocol.Page) ([]protocol.Task
 	return tasks, total, nil
 }
 
+// positionOf is the position of the agent's task that is offset tasks
+// from the first (0-based), when deleted tasks left gaps: the least
+// position p with p = offset + 1 + the gaps at or before p.
+func positionOf(r db, agent string, offset int) (int, error) {
+	p := offset + 1
+	for {
+		var gaps int
+		if err := r.scanOne(`SELECT COUNT(*) FROM task_gaps WHERE agent = ? AND position <= ?`, []any{agent, p}, &gaps); err != nil {
+			return 0, err
+		}
+		if offset+1+gaps == p {
+			return p, nil
+		}
+		p = offset + 1 + gaps
+	}
+}
+
 // CountTasks returns how many tasks the agent has.
 func (s *Store) CountTasks(ctx context.Context) (int, error) {
 	var n int
-	if err := s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks WHERE agent = ?`, []any{s.agent}, &n); err != nil {
+	err := s.reader(ctx).scanOne(`SELECT count FROM agent_tasks WHERE agent = ?`, []any{s.agent}, &n)
+	if err != nil && err != sql.ErrNoRows {
 		return 0, fmt.Errorf("count tasks: %w", err)
 	}
 	return n, nil
@@ -113,7 +145,7 @@ func (s *Store) CountTasks(ctx context.Context) (int, error) {
 // order.
 func (s *Store) AgentNames(ctx context.Context) ([]string, error) {
 	names := []string{}
-	rows, err := s.reader(ctx).query(`SELECT DISTINCT agent FROM tasks ORDER BY agent`)
+	rows, err := s.reader(ctx).query(`SELECT agent FROM agent_tasks WHERE count > 0 ORDER BY agent`)
 	if err != nil {
 		return nil, fmt.Errorf("agent names: %w", err)
 	}
@@ -134,15 +166,32 @@ func (s *Store) AgentNames(ctx context.Context) ([]string, error) {
 // AdoptTasks makes the tasks of the agent named from this agent's, and
 // returns how many there were: a data directory served one unnamed agent
 // before agents had names, and the agent that serves it now takes them.
+// The agent's tasks are numbered again in creation order, its count and
+// the other agent's made right.
 func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
 	var n int64
 	err := s.inTx(ctx, 1, func(w db) error {
-		res, err := w.exec(`UPDATE tasks SET agent = ? WHERE agent = ?`, s.agent, from)
+		res, err := w.exec(`UPDATE tasks SET agent = ?, position = NULL WHERE agent = ?`, s.agent, from)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		for _, q := range []string{
+			`UPDATE tasks SET position = NULL WHERE agent = ?1`,
+			`UPDATE tasks SET position = ranked.n
+				FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM tasks WHERE agent = ?1) AS ranked
+				WHERE tasks.seq = ranked.seq`,
+			`DELETE FROM task_gaps WHERE agent IN (?1, ?2)`,
+			`DELETE FROM agent_tasks WHERE agent IN (?1, ?2)`,
+			`INSERT INTO agent_tasks (agent, count, next) SELECT ?1, COUNT(*), COUNT(*) + 1 FROM tasks WHERE agent = ?1`,
+		} {
+			if _, err := w.exec(q, s.agent, from); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("adopt tasks: %w", err)

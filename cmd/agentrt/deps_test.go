@@ -50,6 +50,7 @@ var allowedImports = map[string][]string{
 	"bench/fsyncprobe":       {},
 	"bench/sandbox":          {},
 	"bench/seed":             {},
+	"bench/tasklist":         {},
 }
 
 // forbiddenStd are standard packages a package must not import: the domain
