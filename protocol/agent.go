@@ -14,7 +14,20 @@ type AgentConfig struct {
 	// Name is the agent's name. Its tasks are its own: no other agent
 	// sees them. Every step records it.
 	Name string
-	Log  *slog.Logger
+	// Log receives what the agent has to say. Requests' contexts are
+	// passed with every line (the request's id, say, for a handler that
+	// reads it).
+	Log *slog.Logger
+	// Observer, when set, is told of every handler call.
+	Observer Observer
+}
+
+// Observer is told what an agent's handler calls did: what metrics count.
+// Its methods must be quick and safe for concurrent use.
+type Observer interface {
+	// HandlerDone says that a call of handler h of agent ran for d and
+	// ended well (cause "") or failed for cause (a Cause constant).
+	HandlerDone(agent string, h Handler, d time.Duration, cause string)
 }
 
 // Agent is the Agent Protocol's behaviour over a Store and a Build (a
@@ -23,11 +36,17 @@ type AgentConfig struct {
 // different tasks run concurrently. The build can be replaced while the
 // agent serves (Serve).
 type Agent struct {
-	name  string
-	store Store
-	build buildSlot
-	log   *slog.Logger
-	locks taskLocks
+	name     string
+	store    Store
+	build    buildSlot
+	log      *slog.Logger
+	observer Observer
+	locks    taskLocks
+	tasks    taskCalls
+	// stopping is cancelled by Interrupt, with the reason as its cause:
+	// every handler call runs under it.
+	stopping context.Context
+	stop     context.CancelCauseFunc
 }
 
 // NewAgent returns an Agent serving build from store; a nil build serves
@@ -36,11 +55,33 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Agent{name: cfg.Name, store: store, log: cfg.Log}
+	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer}
+	a.stopping, a.stop = context.WithCancelCause(context.Background())
 	if build != nil {
 		a.Serve(build)
 	}
 	return a
+}
+
+// Interrupt stops every handler call running, and every one that starts
+// from now on, with why: a step so stopped is recorded as failed with the
+// error code EINTERRUPTED and why as its message, and its client is
+// answered the same. The server calls it when it shuts down and its
+// steps did not end in the time it gave them.
+func (a *Agent) Interrupt(why string) {
+	a.stop(&Error{Code: EINTERRUPTED, Message: why, Cause: CauseCancelled, RetryAfter: 1})
+}
+
+// observe tells the observer, if any, of a handler call.
+func (a *Agent) observe(h Handler, d time.Duration, err error) {
+	if a.observer == nil {
+		return
+	}
+	cause := ""
+	if err != nil {
+		cause = FailureCause(err)
+	}
+	a.observer.HandlerDone(a.name, h, d, cause)
 }
 
 // Name is the agent's name.
@@ -74,9 +115,37 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	// The budget's deadline may pass before the plugin's time is counted
 	// (while the call waits for an instance): that is the budget too.
 	if ErrorCode(err) == ETIMEOUT && max > 0 && (elapsed >= remaining || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-		err = Errorf(ETIMEOUT, "the task used up its plugin time budget of %s", max)
+		err = &Error{Code: ETIMEOUT, Cause: CauseTimeout, Message: fmt.Sprintf("the task used up its plugin time budget of %s", max)}
+	}
+	if c := ErrorCode(err); c == "" || c == EPLUGIN || c == ETIMEOUT {
+		a.observe(call.handler, elapsed, err)
 	}
 	return code, elapsed, err
+}
+
+// callContext is the context a handler call for a request runs under: it
+// keeps ctx's values, and ends when the agent is interrupted (Interrupt)
+// and, unless detached, when ctx ends; its cause says why.
+func (a *Agent) callContext(ctx context.Context, detached bool) (context.Context, context.CancelCauseFunc) {
+	if detached {
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(a.stopping, func() { cancel(context.Cause(a.stopping)) })
+	return ctx, func(cause error) {
+		stop()
+		cancel(cause)
+	}
+}
+
+// stopCause is why ctx, a callContext, was stopped: the *Error given to
+// Interrupt or to the task's stop (a deletion), nil if it was not.
+func stopCause(ctx context.Context) *Error {
+	var e *Error
+	if ctx.Err() != nil && errors.As(context.Cause(ctx), &e) {
+		return e
+	}
+	return nil
 }
 
 // handlerError names the handler in a plugin failure. Failures of our own
@@ -91,7 +160,7 @@ func handlerError(h Handler, err error) *Error {
 		// The cause may be the plugin's own text (its error, or its
 		// function names in wazero's account of a trap): a client sees,
 		// and a step records, at most maxPluginText of it.
-		return &Error{Code: e.Code, Message: fmt.Sprintf("%s handler failed: %s", h, cutText(e.Message, maxPluginText))}
+		return &Error{Code: e.Code, Cause: FailureCause(e), Message: fmt.Sprintf("%s handler failed: %s", h, cutText(e.Message, maxPluginText))}
 	}
 	return e
 }

@@ -316,8 +316,12 @@ func finish[R any, P interface {
 	result
 }](c *Call, code int32, decode func([]byte) (P, error)) (P, error) {
 	c.flushOutput()
+	caused := func(cause string, e *Error) *Error {
+		e.Cause = cause
+		return e
+	}
 	if c.resultErr != nil {
-		return nil, Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr))
+		return nil, caused(CauseBadResult, Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr)))
 	}
 	res := P(new(R))
 	if c.hasResult {
@@ -325,17 +329,20 @@ func finish[R any, P interface {
 		if err != nil {
 			var e *Error
 			if errors.As(err, &e) {
+				if e.Cause == "" && e.Code == EPLUGIN {
+					e.Cause = CauseBadResult
+				}
 				return nil, err
 			}
-			return nil, Errorf(EPLUGIN, "its result is not valid: %v", err)
+			return nil, caused(CauseBadResult, Errorf(EPLUGIN, "its result is not valid: %v", err))
 		}
 		res = r
 	}
 	switch {
 	case res.failure() != "":
-		return nil, Errorf(EPLUGIN, "%s", res.failure()) // cut by handlerError
+		return nil, caused(CauseHandlerError, Errorf(EPLUGIN, "%s", res.failure())) // cut by handlerError
 	case code != 0:
-		return nil, Errorf(EPLUGIN, "it returned code %d", code)
+		return nil, caused(CauseReturnCode, Errorf(EPLUGIN, "it returned code %d", code))
 	}
 	return res, nil
 }

@@ -28,6 +28,9 @@ const (
 	ERANGE         = "range_not_satisfiable" // 416: a download's Range names no bytes of the file
 	EPRECONDITION  = "precondition_failed"   // 412: a download's If-Match or If-Unmodified-Since failed
 	EREFERENCE     = "artifact_is_reference" // 409: a URI artifact nobody serves the bytes of
+	EUNAUTHORIZED  = "unauthorized"          // 401: no API key, or one that is not valid
+	EFORBIDDEN     = "forbidden"             // 403: an API key that may not use this agent
+	EINTERRUPTED   = "interrupted"           // 503: the server stopped (shut down or died) while a step ran
 )
 
 // Error is a domain error: a code clients and callers may branch on and a
@@ -39,6 +42,38 @@ type Error struct {
 	StepID string
 	// RetryAfter, in seconds, for EUNAVAILABLE.
 	RetryAfter int
+	// Cause says why a plugin failed (EPLUGIN, ETIMEOUT), as one of the
+	// Cause constants: what metrics count failures by.
+	Cause string
+}
+
+// Why a plugin failed: a bounded set, for metrics (FailureCause).
+const (
+	CauseTimeout      = "timeout"       // it ran past a time limit
+	CauseTrap         = "trap"          // it trapped (a panic, an unreachable, a bad memory access)
+	CauseOutOfMemory  = "out_of_memory" // it trapped after its memory limit refused it more
+	CauseExit         = "exit"          // it exited (proc_exit)
+	CauseCancelled    = "cancelled"     // it was stopped: the task was deleted, the server shut down
+	CauseHostLimit    = "host_limit"    // a host function stopped it (too many host calls)
+	CauseBadResult    = "bad_result"    // its result was refused or could not be read
+	CauseHandlerError = "handler_error" // its result carried an error
+	CauseReturnCode   = "return_code"   // its handler returned a code other than 0
+	CauseOther        = "other"
+)
+
+// FailureCause is the cause of a plugin failure err: its Cause, or one
+// told from its code.
+func FailureCause(err error) string {
+	var e *Error
+	switch {
+	case !errors.As(err, &e):
+		return CauseOther
+	case e.Cause != "":
+		return e.Cause
+	case e.Code == ETIMEOUT:
+		return CauseTimeout
+	}
+	return CauseOther
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ type fakeStore struct {
 	quotas    []protocol.WorkspaceQuota    // every quota a workspace was opened with
 	placed    []*fakePlacement
 	removed   []string // tasks whose workspace was removed
+	deleted   []string // tasks deleted
 
 	diskFull   bool  // CheckSpace answers EINSUFFICIENT
 	failRecord error // what the next SaveStep, AddArtifacts or CreateTask returns
@@ -203,6 +205,106 @@ func (s *fakeStore) ListSteps(ctx context.Context, taskID string, p protocol.Pag
 		out = append(out, *all[i])
 	}
 	return out, len(all), nil
+}
+
+func (s *fakeStore) StartStep(ctx context.Context, st *protocol.Step) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[st.TaskID]
+	if !ok {
+		return notFound("task", st.TaskID)
+	}
+	c := *st
+	for i, old := range s.steps[st.TaskID] {
+		if old.StepID == st.StepID {
+			s.steps[st.TaskID][i] = &c
+			return nil
+		}
+	}
+	s.steps[st.TaskID] = append(s.steps[st.TaskID], &c)
+	t.StepCount++
+	return nil
+}
+
+func (s *fakeStore) AbandonStep(ctx context.Context, st *protocol.Step) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	steps := s.steps[st.TaskID]
+	for i, old := range steps {
+		if old.StepID != st.StepID {
+			continue
+		}
+		if old.Planned {
+			old.Status, old.Build = protocol.StatusCreated, nil
+		} else {
+			s.steps[st.TaskID] = append(steps[:i:i], steps[i+1:]...)
+			s.tasks[st.TaskID].StepCount--
+		}
+		return nil
+	}
+	return nil
+}
+
+func (s *fakeStore) StepSummaries(ctx context.Context, taskIDs []string) (map[string]protocol.StepSummary, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]protocol.StepSummary{}
+	for _, id := range taskIDs {
+		if _, ok := s.tasks[id]; !ok {
+			continue
+		}
+		sum := protocol.StepSummary{Planned: []string{}}
+		for _, st := range s.steps[id] {
+			switch {
+			case st.Status == protocol.StatusCreated:
+				sum.Planned = append(sum.Planned, *st.Name)
+			case st.Status == protocol.StatusRunning:
+				sum.Running++
+			case bytes.Contains(st.AdditionalOutput, []byte(`"error"`)):
+				sum.Failed++
+			default:
+				sum.Completed++
+			}
+		}
+		out[id] = sum
+	}
+	return out, nil
+}
+
+func (s *fakeStore) UpdateTask(ctx context.Context, taskID string, patch protocol.TaskPatch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[taskID]
+	if !ok {
+		return notFound("task", taskID)
+	}
+	for _, f := range []struct {
+		p   protocol.PatchField
+		dst **string
+	}{{patch.Title, &t.Title}, {patch.Description, &t.Description}, {patch.Version, &t.Version}} {
+		if f.p.Set {
+			*f.dst = f.p.Value
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) DeleteTask(ctx context.Context, taskID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[taskID]
+	if !ok {
+		return notFound("task", taskID)
+	}
+	for _, a := range t.Artifacts {
+		delete(s.recorded, a.ArtifactID)
+	}
+	delete(s.tasks, taskID)
+	delete(s.steps, taskID)
+	delete(s.files, taskID)
+	s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == taskID })
+	s.deleted = append(s.deleted, taskID)
+	return nil
 }
 
 func (s *fakeStore) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol.LogRecord, error) {

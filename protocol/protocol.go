@@ -25,7 +25,13 @@ type Task struct {
 	// Artifacts lists every artifact of the task, uploaded or created by the
 	// agent, in creation order. Never nil.
 	Artifacts []Artifact `json:"artifacts"`
-	CreatedAt time.Time  `json:"-"`
+	// Title, Description and Version are the task's metadata, the
+	// client's to set at creation and change (UpdateTask); absent when
+	// unset. Additions to the specification's Task.
+	Title       *string   `json:"title,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Version     *string   `json:"version,omitempty"`
+	CreatedAt   time.Time `json:"-"`
 	// Logs is what the task handler logged, when the task is created.
 	Logs []LogRecord `json:"-"`
 	// LogBytes is what the task's log holds (task and artifact handlers),
@@ -241,10 +247,18 @@ func LogRecordSize(message []byte) int {
 	return n
 }
 
-// TaskRequestBody is the body of create-task.
+// TaskRequestBody is the body of create-task. Title, Description, Version
+// and Steps are additions to the specification's.
 type TaskRequestBody struct {
 	Input           *string         `json:"input"`
 	AdditionalInput json.RawMessage `json:"additional_input"`
+	Title           *string         `json:"title"`
+	Description     *string         `json:"description"`
+	Version         *string         `json:"version"`
+	// Steps are steps the client plans: each is listed with status
+	// "created" and run, in order, by the next execute-steps, before any
+	// the task handler plans.
+	Steps []RequestedStep `json:"steps"`
 }
 
 // StepRequestBody is the body of execute-step.

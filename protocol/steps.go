@@ -13,7 +13,11 @@ import (
 // an *Error carrying the step's id.
 //
 // The step runs to completion even if ctx is cancelled (the client went
-// away): what it does is recorded and can be read later.
+// away): what it does is recorded and can be read later. It is stopped
+// when the task is deleted (ENOTFOUND, nothing more recorded) or the
+// agent interrupted (EINTERRUPTED, recorded on the step). It is marked
+// running before its handler runs (StartStep), so that a step whose
+// process dies is marked failed at the next start.
 func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequestBody) (*Step, error) {
 	if err := checkID("task", &taskID); err != nil {
 		return nil, err
@@ -27,12 +31,16 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	defer a.release(b)
-	ctx = context.WithoutCancel(ctx)
 	unlock, err := a.locks.enter(taskID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	ctx, stop, err := a.tasks.start(ctx, a, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 
 	task, err := a.store.GetTask(ctx, taskID)
 	if err != nil {
@@ -59,6 +67,11 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if err := checkBudget(&b.Limits, task); err != nil {
 		return nil, err
 	}
+	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
+	step.Status = StatusRunning
+	if err := a.store.StartStep(ctx, step); err != nil {
+		return nil, err
+	}
 	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
 		Request: &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}})
 	defer call.discard()
@@ -71,30 +84,45 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if runErr == nil {
 		runErr = applyStepResult(step, res)
 	}
-	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT {
-		return nil, runErr // not the plugin's doing (busy, say): nothing ran, nothing to record
+	stopped := stopCause(ctx)
+	if stopped != nil && stopped.Code == ENOTFOUND {
+		return nil, stopped // the task is being deleted: nothing to record
+	}
+	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT && stopped == nil {
+		// Not the plugin's doing (busy, say): nothing ran, nothing to
+		// record.
+		if err := a.store.AbandonStep(context.WithoutCancel(ctx), step); err != nil {
+			a.log.WarnContext(ctx, "undoing the mark of a step that did not run", "task_id", taskID, "step_id", step.StepID, "err", err)
+		}
+		return nil, runErr
 	}
 	call.flushOutput()
 	step.Status = StatusCompleted
-	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Logs = call.logs
-	if runErr != nil {
+	if runErr != nil || stopped != nil {
 		failure := handlerError(HandlerStep, runErr)
+		if stopped != nil {
+			failure = &Error{Code: stopped.Code, Message: stopped.Message, Cause: CauseCancelled, RetryAfter: stopped.RetryAfter}
+		}
 		if call.stderr.wrote && failure.Code != EINTERNAL {
 			failure.Message += "; what it wrote to stderr is in the step's log"
 		}
 		step.Output = nil
 		step.IsLast = false
-		step.AdditionalOutput = failureOutput(failure)
-		if err := a.store.SaveStep(ctx, step, nil); err != nil {
+		step.AdditionalOutput = FailureOutput(failure)
+		if err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil); err != nil {
 			return nil, err
 		}
-		a.log.Warn("step handler failed", "task_id", taskID, "step_id", step.StepID, "err", logText(runErr))
+		why := runErr
+		if why == nil {
+			why = failure
+		}
+		a.log.WarnContext(ctx, "step handler failed", "task_id", taskID, "step_id", step.StepID, "err", logText(why))
 		failure.StepID = step.StepID
 		return nil, failure
 	}
 	step.Artifacts = call.artifacts
-	if err := a.store.SaveStep(ctx, step, call.artifacts); err != nil {
+	if err := a.store.SaveStep(context.WithoutCancel(ctx), step, call.artifacts); err != nil {
 		return nil, err
 	}
 	call.recorded()
@@ -117,8 +145,9 @@ func applyStepResult(step *Step, res *StepResult) error {
 	return nil
 }
 
-// failureOutput is the additional_output recorded on a failed step.
-func failureOutput(e *Error) json.RawMessage {
+// FailureOutput is the additional_output recorded on a failed step:
+// {"error": {"code": ..., "message": ...}}.
+func FailureOutput(e *Error) json.RawMessage {
 	b, _ := MarshalJSON(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 	return b
 }

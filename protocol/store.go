@@ -36,6 +36,16 @@ type TaskStore interface {
 	// TaskLogs returns the task's log: what its task handler and artifact
 	// handlers logged. ENOTFOUND when there is no such task.
 	TaskLogs(ctx context.Context, taskID string) ([]LogRecord, error)
+	// UpdateTask changes the metadata patch names, in one transaction.
+	// ENOTFOUND when there is no such task.
+	UpdateTask(ctx context.Context, taskID string, patch TaskPatch) error
+	// DeleteTask removes a task with its steps, artifacts and logs, and
+	// their bytes on disk (artifact bytes, the workspace). The rows go in
+	// one transaction; once it returns, so have the bytes, or they are
+	// removed at the next start (a process that dies in between leaves
+	// nothing a client can see). ENOTFOUND when there is no such task.
+	// The caller makes sure nothing else uses the task meanwhile.
+	DeleteTask(ctx context.Context, taskID string) error
 }
 
 // StepStore records steps.
@@ -57,6 +67,35 @@ type StepStore interface {
 	// StepLogs returns what the plugin logged while running a step.
 	// ENOTFOUND as GetStep.
 	StepLogs(ctx context.Context, taskID, stepID string) ([]LogRecord, error)
+	// StartStep records that a step is about to run: a new step (with its
+	// input, counted in its task's steps) or a planned one, with status
+	// "running" and the build that runs it, so that a process that dies
+	// while the handler runs leaves it marked. The mark need survive the
+	// process, not the machine: StartStep returns once it is written,
+	// without waiting for the disk (the SaveStep that follows waits for
+	// both). A step left running is marked failed, with the error code
+	// EINTERRUPTED, when the store next opens. ENOTFOUND when the task is
+	// gone.
+	StartStep(ctx context.Context, s *Step) error
+	// AbandonStep undoes StartStep for a step whose handler never ran: a
+	// new step is removed, a planned one is planned again. Like
+	// StartStep, it does not wait for the disk.
+	AbandonStep(ctx context.Context, s *Step) error
+	// StepSummaries summarises the steps of each of the tasks: the names
+	// of those still planned, in order, and how many have run to an end,
+	// well or failed. Tasks that do not exist are missing from the map.
+	StepSummaries(ctx context.Context, taskIDs []string) (map[string]StepSummary, error)
+}
+
+// StepSummary summarises a task's steps.
+type StepSummary struct {
+	// Planned are the names of the steps still waiting to run, in the
+	// order they run.
+	Planned []string
+	// Running counts the steps running; Completed those that ended well,
+	// Failed those whose handler failed (their additional_output holds
+	// the error).
+	Running, Completed, Failed int
 }
 
 // ArtifactStore records artifacts.

@@ -47,7 +47,28 @@ func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
 	}
 	tl.refs++
 	l.mu.Unlock()
+	return l.lock(taskID, tl), nil
+}
 
+// enterAlways is enter without the bound on those waiting: for a deletion,
+// which must not be refused by the requests it will turn away.
+func (l *taskLocks) enterAlways(taskID string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*taskLock)
+	}
+	tl := l.m[taskID]
+	if tl == nil {
+		tl = &taskLock{}
+		l.m[taskID] = tl
+	}
+	tl.refs++
+	l.mu.Unlock()
+	return l.lock(taskID, tl)
+}
+
+// lock waits for tl, counted in its refs, and returns its unlock function.
+func (l *taskLocks) lock(taskID string, tl *taskLock) (unlock func()) {
 	if !tl.TryLock() {
 		if l.waiting != nil {
 			l.waiting(taskID)
@@ -61,5 +82,5 @@ func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
 			delete(l.m, taskID)
 		}
 		l.mu.Unlock()
-	}, nil
+	}
 }

@@ -9,9 +9,16 @@ import (
 // CreateTask creates a task and runs the plugin's task handler, if it has
 // one, before recording the task with the steps it planned. When the
 // handler fails nothing is recorded.
+//
+// The client may give the task a title, a description and a version, and
+// plan steps of its own: they run first, before any the handler plans.
 func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, error) {
 	addl, err := ObjectOrEmpty("additional_input", body.AdditionalInput)
 	if err != nil {
+		return nil, err
+	}
+	meta := TaskPatch{Title: PatchField{true, body.Title}, Description: PatchField{true, body.Description}, Version: PatchField{true, body.Version}}
+	if err := meta.check(); err != nil {
 		return nil, err
 	}
 	t := &Task{
@@ -19,15 +26,26 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		Input:           body.Input,
 		AdditionalInput: addl,
 		Artifacts:       []Artifact{},
+		Title:           body.Title,
+		Description:     body.Description,
+		Version:         body.Version,
 		CreatedAt:       time.Now(),
+	}
+	planned, err := requestedSteps(t, body.Steps)
+	if err != nil {
+		return nil, err
 	}
 	b, err := a.acquire()
 	if err != nil {
 		return nil, err
 	}
 	defer a.release(b)
-	var planned []Step
+	if max := b.Limits.MaxTaskSteps; max > 0 && len(planned) > max {
+		return nil, Errorf(EUNPROCESSABLE, "steps plans %d steps, more than the %d a task may hold", len(planned), max)
+	}
 	if b.Plugin.HasHandler(HandlerTask) {
+		ctx, cancel := a.callContext(ctx, false)
+		defer cancel(nil)
 		call := a.newCall(b, &HandlerInput{Handler: HandlerTask, Task: t})
 		// Whatever the handler writes to the workspace goes if the task
 		// is not created.
@@ -35,7 +53,7 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		defer func() {
 			if !created {
 				if err := call.workspace.RemoveAll(context.WithoutCancel(ctx)); err != nil {
-					a.log.Warn("removing the workspace of a task not created", "task_id", t.TaskID, "err", err)
+					a.log.WarnContext(ctx, "removing the workspace of a task not created", "task_id", t.TaskID, "err", err)
 				}
 			}
 		}()
@@ -45,7 +63,13 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		var res *TaskResult
 		if err == nil {
 			max := b.Limits.maxPlanned()
+			if m := b.Limits.MaxTaskSteps; m > 0 {
+				max = min(max, m-len(planned))
+			}
 			res, err = finish(call, code, func(b []byte) (*TaskResult, error) { return call.codec.DecodeTaskResult(b, max) })
+		}
+		if stopped := stopCause(ctx); err != nil && stopped != nil {
+			return nil, stopped // the server is stopping: no task was made
 		}
 		if err != nil && ctx.Err() != nil {
 			// The client went away: the handler was stopped, through no
@@ -53,12 +77,14 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 			return nil, Errorf(EABORTED, "the request was cancelled while the task handler ran")
 		}
 		if err != nil {
-			a.log.Warn("task handler failed", "task_id", t.TaskID, "err", logText(err))
+			a.log.WarnContext(ctx, "task handler failed", "task_id", t.TaskID, "err", logText(err))
 			return nil, handlerError(HandlerTask, err)
 		}
-		if planned, err = plannedSteps(t, res.Steps); err != nil {
+		more, err := plannedSteps(t, res.Steps)
+		if err != nil {
 			return nil, handlerError(HandlerTask, err)
 		}
+		planned = append(planned, more...)
 		log := fitTaskLog(&b.Limits, t, call.logs)
 		t.Logs, t.LogBytes = log.Records, log.Bytes
 		t.Artifacts = call.artifacts
@@ -69,7 +95,7 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		call.recorded()
 		return t, nil
 	}
-	if err := a.store.CreateTask(ctx, t, nil, nil); err != nil {
+	if err := a.store.CreateTask(ctx, t, planned, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -151,4 +177,50 @@ func (a *Agent) TaskLogs(ctx context.Context, taskID string) ([]LogRecord, error
 		return nil, err
 	}
 	return a.store.TaskLogs(ctx, taskID)
+}
+
+// UpdateTask changes a task's metadata as patch says, and returns the
+// task. ENOTFOUND when there is no such task; EUNPROCESSABLE for a value
+// over its bound or with characters it may not hold.
+func (a *Agent) UpdateTask(ctx context.Context, taskID string, patch TaskPatch) (*Task, error) {
+	if err := checkID("task", &taskID); err != nil {
+		return nil, err
+	}
+	if err := patch.check(); err != nil {
+		return nil, err
+	}
+	if !patch.Empty() {
+		if err := a.store.UpdateTask(ctx, taskID, patch); err != nil {
+			return nil, err
+		}
+	}
+	return a.store.GetTask(ctx, taskID)
+}
+
+// DeleteTask removes a task: its steps, artifacts, logs, workspace and
+// their bytes on disk. A step running on it is stopped first (its client
+// is answered ENOTFOUND); requests waiting for the task find it gone.
+// Downloads already under way end with the bytes they started with.
+// ENOTFOUND when there is no such task.
+func (a *Agent) DeleteTask(ctx context.Context, taskID string) error {
+	if err := checkID("task", &taskID); err != nil {
+		return err
+	}
+	if _, err := a.store.GetTask(ctx, taskID); err != nil {
+		return err
+	}
+	done := a.tasks.delete(taskID, Errorf(ENOTFOUND, "task %s was deleted while its step ran", taskID))
+	defer done()
+	unlock := a.locks.enterAlways(taskID)
+	defer unlock()
+	return a.store.DeleteTask(context.WithoutCancel(ctx), taskID)
+}
+
+// TaskSummaries summarises the steps of each task: see StepSummary.
+func (a *Agent) TaskSummaries(ctx context.Context, tasks []Task) (map[string]StepSummary, error) {
+	ids := make([]string, len(tasks))
+	for i := range tasks {
+		ids[i] = tasks[i].TaskID
+	}
+	return a.store.StepSummaries(ctx, ids)
 }

@@ -177,12 +177,18 @@ func cleanNames(fileName, relativePath string) (name, dir string, err error) {
 // commit records art, the upload, as Commit and CommitURI say.
 func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 	a := u.agent
-	ctx = context.WithoutCancel(ctx)
 	unlock, err := a.locks.enter(u.taskID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	// Detached from the request, as a step is; stopped when the task is
+	// deleted or the server interrupted.
+	ctx, stop, err := a.tasks.start(ctx, a, u.taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 
 	task, err := a.store.GetTask(ctx, u.taskID)
 	if err != nil {
@@ -201,7 +207,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 		}
 		rollback = func() {
 			if err := placed.Rollback(); err != nil {
-				a.log.Error("rolling back an upload failed; the next start finishes it",
+				a.log.ErrorContext(ctx, "rolling back an upload failed; the next start finishes it",
 					"task_id", u.taskID, "path", art.WorkspacePath(), "err", err)
 			}
 		}
@@ -229,7 +235,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 	if call != nil {
 		record = append(record, call.artifacts...)
 	}
-	if err := a.store.AddArtifacts(ctx, u.taskID, record, log, used); err != nil {
+	if err := a.store.AddArtifacts(context.WithoutCancel(ctx), u.taskID, record, log, used); err != nil {
 		rollback()
 		return nil, err
 	}
@@ -320,9 +326,12 @@ func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, a
 		a.recordTime(ctx, art.TaskID, elapsed)
 	}
 	switch {
+	case err != nil && stopCause(ctx) != nil:
+		call.discard()
+		return nil, nil, 0, stopCause(ctx) // the task is being deleted, or the server stopping
 	case err != nil:
 		call.discard()
-		a.log.Warn("artifact handler failed", "task_id", art.TaskID, "err", logText(err))
+		a.log.WarnContext(ctx, "artifact handler failed", "task_id", art.TaskID, "err", logText(err))
 		return nil, nil, 0, handlerError(HandlerArtifact, err)
 	case res.Reject != "":
 		call.discard()
@@ -334,8 +343,8 @@ func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, a
 // recordTime counts plugin time a handler call used against its task's
 // budget, when nothing else of the call is recorded.
 func (a *Agent) recordTime(ctx context.Context, taskID string, used time.Duration) {
-	if err := a.store.AddArtifacts(ctx, taskID, nil, TaskLog{}, used); err != nil {
-		a.log.Warn("recording plugin time", "task_id", taskID, "err", err)
+	if err := a.store.AddArtifacts(context.WithoutCancel(ctx), taskID, nil, TaskLog{}, used); err != nil {
+		a.log.WarnContext(ctx, "recording plugin time", "task_id", taskID, "err", err)
 	}
 }
 

@@ -480,6 +480,7 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 		if mem.refused > 0 && failure.Code == protocol.EPLUGIN {
 			failure.Message += fmt.Sprintf(" (it ran out of memory: it asked for %s, over its limit of %s)",
 				byteSize(mem.refused), byteSize(mem.limit))
+			failure.Cause = protocol.CauseOutOfMemory
 		}
 		return 0, failure
 	}
@@ -523,24 +524,31 @@ func byteSize(n uint64) string {
 func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
 	var perr *protocol.Error
 	var exit *sys.ExitError
+	caused := func(cause string, e *protocol.Error) *protocol.Error {
+		e.Cause = cause
+		return e
+	}
 	switch {
 	case errors.As(err, &perr):
+		if perr.Cause == "" && (perr.Code == protocol.EPLUGIN || perr.Code == protocol.ETIMEOUT) {
+			perr.Cause = protocol.CauseHostLimit
+		}
 		return perr // stopped by a host function
 	case errors.As(err, &exit):
 		switch code := exit.ExitCode(); {
 		case code == sys.ExitCodeDeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
+			return caused(protocol.CauseTimeout, protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout))
 		case code == sys.ExitCodeContextCanceled && p.closing.Err() != nil:
 			return shuttingDown() // nothing the plugin did: not its failure
 		case code == sys.ExitCodeContextCanceled:
-			return protocol.Errorf(protocol.EPLUGIN, "the plugin call was cancelled")
+			return caused(protocol.CauseCancelled, protocol.Errorf(protocol.EPLUGIN, "the plugin call was cancelled"))
 		default:
-			return protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code %d", code)
+			return caused(protocol.CauseExit, protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code %d", code))
 		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
+		return caused(protocol.CauseTimeout, protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout))
 	}
-	return protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: %s", firstLine(err))
+	return caused(protocol.CauseTrap, protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: %s", firstLine(err)))
 }
 
 // Close releases the plugin's compiled code and runtime.

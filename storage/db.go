@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -115,6 +116,9 @@ type writeReq struct {
 	fn   func(db) error
 	rows int        // rows the write inserts or updates, about
 	done chan error // buffered: the writer never waits on a client
+	// unsynced writes are answered once written, without waiting for
+	// the disk (inTxUnsynced).
+	unsynced bool
 }
 
 var errClosed = errors.New("the store is closed")
@@ -125,10 +129,29 @@ var errClosed = errors.New("the store is closed")
 // used for the write itself: once asked for, a write happens, so that what
 // a client was told is what is on disk.
 func (s *Store) inTx(ctx context.Context, rows int, fn func(db) error) error {
+	return s.write1(&writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1)})
+}
+
+// inTxUnsynced is inTx for a write that need survive the process, not the
+// machine: it returns once the transaction is committed to the database's
+// log, in the operating system's cache, without waiting for the disk. A
+// process killed after it returns keeps the write; a power cut may lose
+// it. The log keeps writes in order, so a synced write that follows it
+// makes it durable too; nothing may be acknowledged to a client on its
+// strength alone.
+//
+// The writer commits the unsynced writes waiting for it before the synced
+// ones queued with them, in a transaction of their own: an unsynced write
+// must not depend on a synced write that is not yet acknowledged.
+func (s *Store) inTxUnsynced(ctx context.Context, rows int, fn func(db) error) error {
+	return s.write1(&writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1), unsynced: true})
+}
+
+// write1 hands req to the writer and waits for its answer.
+func (s *Store) write1(req *writeReq) error {
 	if _, err := s.floor.reserve(0); err != nil {
 		return err
 	}
-	req := &writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1)}
 	select {
 	case s.writes <- req:
 	case <-s.quit:
@@ -182,11 +205,53 @@ func (s *Store) writeLoop(w *writer) {
 				break more
 			}
 		}
-		s.commit(w, batch)
+		s.commitBatch(w, batch)
 		// The batch's array is reused: drop its requests, whose closures
 		// hold what they wrote (a step's output, its log), so that they
 		// are not kept reachable until a later batch overwrites them.
 		clear(batch)
+	}
+}
+
+// commitBatch commits a batch's unsynced writes, then its synced ones.
+func (s *Store) commitBatch(w *writer, batch []*writeReq) {
+	synced := batch
+	if slices.ContainsFunc(batch, func(r *writeReq) bool { return r.unsynced }) {
+		var unsynced []*writeReq
+		synced = nil
+		for _, r := range batch {
+			if r.unsynced {
+				unsynced = append(unsynced, r)
+			} else {
+				synced = append(synced, r)
+			}
+		}
+		s.commitUnsynced(w, unsynced)
+	}
+	if len(synced) > 0 {
+		s.commit(w, synced)
+	}
+}
+
+// commitUnsynced commits writes without syncing: synchronous=NORMAL, which
+// in WAL mode writes a commit to the log and syncs nothing (but at a
+// checkpoint).
+func (s *Store) commitUnsynced(w *writer, batch []*writeReq) {
+	ctx := context.Background()
+	if err := w.exec(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		for _, req := range batch {
+			req.done <- err
+		}
+		return
+	}
+	s.commit(w, batch)
+	if err := w.exec(ctx, "PRAGMA synchronous = FULL"); err != nil {
+		// Every later commit must be synced: a connection that cannot
+		// be told so is not used again.
+		s.log.Error("restoring synchronous=FULL failed; reconnecting", "err", err)
+		if w.conn != nil {
+			w.discard()
+		}
 	}
 }
 
@@ -246,7 +311,7 @@ type writer struct {
 
 // txStatements are prepared as soon as a connection opens: ending a failed
 // transaction must not depend on preparing a statement.
-var txStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+var txStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"}
 
 func newWriter(ctx context.Context, pool *sql.DB) (*writer, error) {
 	w := &writer{pool: pool}

@@ -67,6 +67,9 @@ type core struct {
 	floor  *diskFloor
 	log    *slog.Logger
 	closed bool
+	// schema is the number of migrations the database is at: all that
+	// are embedded, but in tests of older schemas.
+	schema int
 	writerState
 }
 
@@ -168,6 +171,16 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	if err != nil {
 		return err
 	}
+	if s.schema >= schemaDeletions {
+		if err := s.finishDeletions(ctx); err != nil {
+			return err
+		}
+	}
+	if n, err := s.failInterruptedSteps(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		s.log.Warn("steps running when the last process stopped are marked failed (interrupted)", "steps", n)
+	}
 	return s.sweepWorkspaceTemps(unsettled)
 }
 
@@ -244,6 +257,7 @@ func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 	if applied > len(names) {
 		return fmt.Errorf("the database is at schema version %d, newer than this agentrt knows (%d); use a newer agentrt", applied, len(names))
 	}
+	s.schema = len(names)
 	if applied == len(names) {
 		return nil
 	}

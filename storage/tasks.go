@@ -27,9 +27,10 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1))`,
-			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent)
+			`INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
+			 VALUES (`+nextTaskSeq+`, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`,
+			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent,
+			t.Title, t.Description, t.Version)
 		if err != nil {
 			return err
 		}
@@ -51,6 +52,11 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	s.promoteAll(artifacts)
 	return nil
 }
+
+// nextTaskSeq is the seq of a new task: one past the highest a task holds
+// or a deleted task held (seq_floors), so that a seq is never given twice.
+const nextTaskSeq = `(SELECT max(coalesce((SELECT max(seq) FROM tasks), 0),
+	coalesce((SELECT seq FROM seq_floors WHERE name = 'tasks'), 0)) + 1)`
 
 // GetTask returns a task with its artifacts, or protocol.ENOTFOUND.
 func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, error) {
@@ -201,7 +207,8 @@ func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
 
 // taskColumns are a task's columns, from the table aliased t, as
 // scanTasks reads them.
-const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count`
+const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count,
+	t.title, t.description, t.version`
 
 // TaskLogs returns the task's log: what its task handler and artifact
 // handlers logged, in order; protocol.ENOTFOUND when there is no such task.
@@ -256,18 +263,21 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 	tasks := []protocol.Task{}
 	for rows.Next() {
 		var (
-			t       protocol.Task
-			input   sql.NullString
-			addl    string
-			created int64
-			used    int64
-			a       artifactRow
+			t                       protocol.Task
+			input                   sql.NullString
+			addl                    string
+			created                 int64
+			used                    int64
+			title, description, ver sql.NullString
+			a                       artifactRow
 		)
-		if err := rows.Scan(append([]any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount}, a.dest()...)...); err != nil {
+		dest := []any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount, &title, &description, &ver}
+		if err := rows.Scan(append(dest, a.dest()...)...); err != nil {
 			return nil, err
 		}
 		if n := len(tasks); n == 0 || tasks[n-1].TaskID != t.TaskID {
 			t.Input = nullString(input)
+			t.Title, t.Description, t.Version = nullString(title), nullString(description), nullString(ver)
 			t.AdditionalInput = rawJSON(addl)
 			t.CreatedAt = time.UnixMilli(created)
 			t.PluginTime = time.Duration(used)
