@@ -72,13 +72,18 @@ func (a *Agent) Interrupt(why string) {
 	a.stop(&Error{Code: EINTERRUPTED, Message: why, Cause: CauseCancelled, RetryAfter: 1})
 }
 
-// observe tells the observer, if any, of a handler call.
+// observe tells the observer, if any, of a handler call that ran for d
+// and ended with err, its result read: calls that did not run (err is
+// not a plugin's failure) are not told.
 func (a *Agent) observe(h Handler, d time.Duration, err error) {
 	if a.observer == nil {
 		return
 	}
 	cause := ""
 	if err != nil {
+		if c := ErrorCode(err); c != EPLUGIN && c != ETIMEOUT {
+			return
+		}
 		cause = FailureCause(err)
 	}
 	a.observer.HandlerDone(a.name, h, d, cause)
@@ -116,9 +121,6 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	// (while the call waits for an instance): that is the budget too.
 	if ErrorCode(err) == ETIMEOUT && max > 0 && (elapsed >= remaining || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 		err = &Error{Code: ETIMEOUT, Cause: CauseTimeout, Message: fmt.Sprintf("the task used up its plugin time budget of %s", max)}
-	}
-	if c := ErrorCode(err); c == "" || c == EPLUGIN || c == ETIMEOUT {
-		a.observe(call.handler, elapsed, err)
 	}
 	return code, elapsed, err
 }

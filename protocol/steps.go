@@ -84,6 +84,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if runErr == nil {
 		runErr = applyStepResult(step, res)
 	}
+	a.observe(HandlerStep, elapsed, runErr)
 	stopped := stopCause(ctx)
 	if stopped != nil && stopped.Code == ENOTFOUND {
 		return nil, stopped // the task is being deleted: nothing to record
@@ -133,7 +134,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 func applyStepResult(step *Step, res *StepResult) error {
 	if len(res.AdditionalOutput) > 0 && !bytes.Equal(res.AdditionalOutput, []byte("null")) {
 		if !isObject(res.AdditionalOutput) {
-			return Errorf(EPLUGIN, "the result's additional_output is not a JSON object")
+			return &Error{Code: EPLUGIN, Cause: CauseBadResult, Message: "the result's additional_output is not a JSON object"}
 		}
 		step.AdditionalOutput = res.AdditionalOutput
 	}

@@ -68,6 +68,7 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 			}
 			res, err = finish(call, code, func(b []byte) (*TaskResult, error) { return call.codec.DecodeTaskResult(b, max) })
 		}
+		a.observe(HandlerTask, elapsed, err)
 		if stopped := stopCause(ctx); err != nil && stopped != nil {
 			return nil, stopped // the server is stopping: no task was made
 		}

@@ -320,6 +320,7 @@ func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, a
 	if err == nil {
 		res, err = finish(call, code, call.codec.DecodeArtifactResult)
 	}
+	a.observe(HandlerArtifact, elapsed, err)
 	if err != nil || res.Reject != "" {
 		// The upload is not kept, but the time the plugin took counts
 		// against the task's budget all the same.

@@ -1,0 +1,294 @@
+package protocol_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// blockingStep is a step handler that says when it starts and runs until
+// its call is stopped, failing as runtime reports a stopped call.
+func blockingStep(started chan<- struct{}) fakeHandler {
+	return func(ctx context.Context, call *protocol.Call) (int32, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseCancelled, Message: "the plugin call was cancelled"}
+	}
+}
+
+func TestDeletingATaskStopsItsStepAndLeavesNothing(t *testing.T) {
+	s := newFakeStore()
+	started := make(chan struct{}, 1)
+	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	stepErr := make(chan error, 1)
+	go func() {
+		_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+		stepErr <- err
+	}()
+	<-started
+	if err := a.DeleteTask(context.Background(), task.TaskID); err != nil {
+		t.Fatalf("delete a task whose step runs: %v", err)
+	}
+	err := <-stepErr
+	wantCode(t, "the step of a task deleted while it ran", err, protocol.ENOTFOUND)
+	if !strings.Contains(err.Error(), "deleted") {
+		t.Errorf("the step's client is told %q; want it to say the task was deleted", err)
+	}
+	if _, err := a.GetTask(context.Background(), task.TaskID); protocol.ErrorCode(err) != protocol.ENOTFOUND {
+		t.Errorf("GetTask after delete: %v, want ENOTFOUND", err)
+	}
+	if len(s.deleted) != 1 || len(s.steps[task.TaskID]) != 0 {
+		t.Errorf("deleted %v, steps left %d", s.deleted, len(s.steps[task.TaskID]))
+	}
+	// Nothing starts on a deleted task.
+	_, err = a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+	wantCode(t, "a step on a deleted task", err, protocol.ENOTFOUND)
+	wantCode(t, "deleting it again", a.DeleteTask(context.Background(), task.TaskID), protocol.ENOTFOUND)
+}
+
+// A deletion is not refused because requests wait for its task: it is
+// what will turn them away.
+func TestADeletionIsNotRefusedByTheRequestsWaitingForItsTask(t *testing.T) {
+	s := newFakeStore()
+	started := make(chan struct{}, 1)
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)})
+	a := newAgent(t, s, p, protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	waiting := make(chan struct{}, 2*protocol.MaxTaskWaiters)
+	protocol.OnLockWait(a, func(string) { waiting <- struct{}{} })
+	var wg sync.WaitGroup
+	errs := make(chan error, protocol.MaxTaskWaiters+1)
+	for range protocol.MaxTaskWaiters + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+			errs <- err
+		}()
+	}
+	<-started
+	for range protocol.MaxTaskWaiters {
+		<-waiting
+	}
+	if err := a.DeleteTask(context.Background(), task.TaskID); err != nil {
+		t.Fatalf("delete a task %d requests wait for: %v", protocol.MaxTaskWaiters, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if protocol.ErrorCode(err) != protocol.ENOTFOUND {
+			t.Errorf("a step of the deleted task: %v, want ENOTFOUND", err)
+		}
+	}
+	if runs, _ := p.stats(); runs != 1 {
+		t.Errorf("%d step handlers ran; want only the one the deletion stopped", runs)
+	}
+}
+
+func TestAnInterruptedStepIsRecordedWithWhy(t *testing.T) {
+	s := newFakeStore()
+	started := make(chan struct{}, 1)
+	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	stepErr := make(chan error, 1)
+	go func() {
+		_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{Input: str("long")})
+		stepErr <- err
+	}()
+	<-started
+	a.Interrupt("the server shut down before the step finished")
+	err := <-stepErr
+	wantCode(t, "an interrupted step", err, protocol.EINTERRUPTED)
+	var e *protocol.Error
+	if !errors.As(err, &e) || e.StepID == "" || !strings.Contains(e.Message, "shut down") {
+		t.Fatalf("the interrupted step's error %#v names no step or no reason", err)
+	}
+	st, err := s.GetStep(context.Background(), task.TaskID, e.StepID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Error struct{ Code, Message string }
+	}
+	json.Unmarshal(st.AdditionalOutput, &out)
+	if st.Status != protocol.StatusCompleted || out.Error.Code != protocol.EINTERRUPTED || !strings.Contains(out.Error.Message, "shut down") {
+		t.Errorf("the interrupted step is recorded as %s %s", st.Status, st.AdditionalOutput)
+	}
+	// Once interrupted, the agent runs nothing more: its server is going.
+	_, err = a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+	wantCode(t, "a step after the interrupt", err, protocol.EINTERRUPTED)
+}
+
+func TestAStepIsMarkedRunningBeforeItsHandlerRuns(t *testing.T) {
+	s := newFakeStore()
+	var seen protocol.StepStatus
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+		s.mu.Lock()
+		for _, st := range s.steps {
+			seen = st[len(st)-1].Status
+		}
+		s.mu.Unlock()
+		return 0, call.SetResult([]byte(`{"output":"ok"}`))
+	}})
+	a := newAgent(t, s, p, protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != protocol.StatusRunning {
+		t.Errorf("while its handler ran the step was stored as %q, want running", seen)
+	}
+	if got, _ := s.GetStep(context.Background(), task.TaskID, st.StepID); got.Status != protocol.StatusCompleted {
+		t.Errorf("after it ran the step is %q", got.Status)
+	}
+	if n := len(s.steps[task.TaskID]); n != 1 || s.tasks[task.TaskID].StepCount != 1 {
+		t.Errorf("%d steps stored, %d counted; want 1", n, s.tasks[task.TaskID].StepCount)
+	}
+}
+
+func TestStepsAClientPlansRunFirstThenThoseOfTheTaskHandler(t *testing.T) {
+	s := newFakeStore()
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{
+		protocol.HandlerTask: setResult(`{"steps":[{"name":"from the handler"}]}`),
+		protocol.HandlerStep: setResult(`{"output":"ok"}`),
+	})
+	a := newAgent(t, s, p, protocol.DefaultLimits)
+	var body protocol.TaskRequestBody
+	if err := json.Unmarshal([]byte(`{"title":"Prime Ticker","steps":["🛠️ Setup ",{"name":"🦾 Fetch model","input":"x","additional_input":{"k":1}}]}`), &body); err != nil {
+		t.Fatal(err)
+	}
+	task, err := a.CreateTask(context.Background(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Title == nil || *task.Title != "Prime Ticker" {
+		t.Errorf("title %v", task.Title)
+	}
+	var names []string
+	for range 3 {
+		st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, *st.Name)
+		if *st.Name == "🦾 Fetch model" && (st.Input == nil || *st.Input != "x" || string(st.AdditionalInput) != `{"k":1}`) {
+			t.Errorf("the planned step's input: %v %s", st.Input, st.AdditionalInput)
+		}
+	}
+	if strings.Join(names, "|") != "🛠️ Setup |🦾 Fetch model|from the handler" {
+		t.Errorf("steps ran in the order %q", names)
+	}
+}
+
+func TestTaskMetadataAndPlannedStepsAreCheckedBeforeAnythingRuns(t *testing.T) {
+	for name, body := range map[string]string{
+		"title with a newline":         `{"title":"a\nb"}`,
+		"title over its limit":         `{"title":"` + strings.Repeat("x", protocol.MaxTitleBytes+1) + `"}`,
+		"version with a NUL":           `{"version":"1\u0000"}`,
+		"description over limit":       `{"description":"` + strings.Repeat("x", protocol.MaxDescriptionBytes+1) + `"}`,
+		"a step without a name":        `{"steps":[""]}`,
+		"a step name with a tab":       `{"steps":["a\tb"]}`,
+		"a step's input not an object": `{"steps":[{"name":"a","additional_input":[1]}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newFakeStore()
+			p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{}`), protocol.HandlerStep: setResult(`{}`)})
+			a := newAgent(t, s, p, protocol.DefaultLimits)
+			var req protocol.TaskRequestBody
+			if err := json.Unmarshal([]byte(body), &req); err != nil {
+				t.Fatal(err)
+			}
+			_, err := a.CreateTask(context.Background(), req)
+			wantCode(t, name, err, protocol.EUNPROCESSABLE)
+			if runs, _ := p.stats(); runs != 0 || len(s.tasks) != 0 {
+				t.Errorf("%d handler runs, %d tasks for a refused body", runs, len(s.tasks))
+			}
+		})
+	}
+	// A description may hold line breaks and tabs.
+	s := newFakeStore()
+	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
+	if _, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{Description: str("line 1\nline 2\tx")}); err != nil {
+		t.Errorf("a description of two lines: %v", err)
+	}
+}
+
+func TestAPatchChangesOnlyTheMetadataItNames(t *testing.T) {
+	s := newFakeStore()
+	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
+	task, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{Input: str("in"), Title: str("t"), Description: str("d"), Version: str("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch protocol.TaskPatch
+	if err := json.Unmarshal([]byte(`{"title":"t2","version":null}`), &patch); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.UpdateTask(context.Background(), task.TaskID, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.Title != "t2" || *got.Description != "d" || got.Version != nil || *got.Input != "in" {
+		t.Errorf("after the patch: title %v description %v version %v input %v", got.Title, got.Description, got.Version, got.Input)
+	}
+	for body, want := range map[string]string{
+		`{"input":"changed"}`: `field "input" cannot be changed`,
+		`{"title":3}`:         `field "title" must be a string or null`,
+	} {
+		err := json.Unmarshal([]byte(body), &patch)
+		if protocol.ErrorCode(err) != protocol.EUNPROCESSABLE || !strings.Contains(err.Error(), want) {
+			t.Errorf("patch %s: %v, want %q", body, err, want)
+		}
+	}
+	_, err = a.UpdateTask(context.Background(), "0190d8a6-0000-7000-8000-000000000000", patch)
+	wantCode(t, "a patch of no task", err, protocol.ENOTFOUND)
+}
+
+// observed records what an Observer is told.
+type observed struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (o *observed) HandlerDone(agent string, h protocol.Handler, d time.Duration, cause string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, agent+" "+string(h)+" "+cause)
+}
+
+func TestTheObserverIsToldOfEveryHandlerCallAndWhyItFailed(t *testing.T) {
+	s := newFakeStore()
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+		var in struct {
+			Step struct{ Input string } `json:"step"`
+		}
+		json.Unmarshal(call.Input(), &in)
+		switch in.Step.Input {
+		case "trap":
+			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseTrap, Message: "trapped"}
+		case "error":
+			return 0, call.SetResult([]byte(`{"error":"no"}`))
+		case "busy":
+			return 0, &protocol.Error{Code: protocol.EUNAVAILABLE, Message: "busy"}
+		}
+		return 0, call.SetResult([]byte(`{}`))
+	}})
+	o := &observed{}
+	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "b", Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "obs", Observer: o})
+	task := mustCreateTask(t, a)
+	for _, in := range []string{"ok", "trap", "error", "busy"} {
+		a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{Input: str(in)})
+	}
+	want := "obs step |obs step trap|obs step handler_error" // busy ran nothing
+	if got := strings.Join(o.calls, "|"); got != want {
+		t.Errorf("the observer was told %q, want %q", got, want)
+	}
+}
