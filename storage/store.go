@@ -217,6 +217,9 @@ func (s *Store) Dir() string { return s.dir }
 // directory's file system (0: no floor).
 func (s *Store) MinFreeDisk() int64 { return s.floor.Min() }
 
+// errInUse is a data directory whose LOCK another process holds.
+var errInUse = errors.New("in use by another agentrt process")
+
 // lockDir takes an exclusive, non-blocking flock on dir/LOCK so that two
 // processes never share a data directory.
 func lockDir(dir string) (*os.File, error) {
@@ -228,7 +231,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another agentrt process", dir)
+			return nil, fmt.Errorf("data directory %s is %w", dir, errInUse)
 		}
 		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
 	}

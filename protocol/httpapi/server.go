@@ -101,6 +101,8 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 		s.add("GET", base+"/agent/tasks", s.handle(s.handleListTasks))
 		s.add("POST", base+"/agent/tasks", s.handle(s.handleCreateTask))
 		s.add("GET", base+"/agent/tasks/:task_id", s.handle(s.handleGetTask))
+		s.add("PATCH", base+"/agent/tasks/:task_id", s.handle(s.handleUpdateTask))
+		s.add("DELETE", base+"/agent/tasks/:task_id", s.handle(s.handleDeleteTask))
 		s.add("GET", base+"/agent/tasks/:task_id/logs", s.handle(s.handleGetTaskLogs))
 		s.add("GET", base+"/agent/tasks/:task_id/steps", s.handle(s.handleListSteps))
 		s.add("POST", base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
@@ -125,7 +127,7 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 		if v == http.ErrAbortHandler {
 			panic(v) // net/http ends the connection without ending the answer
 		}
-		s.cfg.Log.Error("panic serving request", "method", req.Method, "path", req.URL.Path, "panic", v)
+		s.cfg.Log.ErrorContext(req.Context(), "panic serving request", "method", req.Method, "path", req.URL.Path, "panic", v)
 		s.writeError(w, req, fmt.Errorf("panic: %v", v))
 	}
 	return s
@@ -134,7 +136,7 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 // ServeHTTP serves the protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.paceUnread(w, r)
-	s.router.ServeHTTP(w, r)
+	s.router.ServeHTTP(w, markSymbolic(r))
 }
 
 // handlerFunc is a protocol route's handler, given the agent the route
@@ -216,7 +218,7 @@ type errorBody struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := protocol.ErrorCode(err)
 	if code == protocol.EINTERNAL && r.Context().Err() != nil {
-		s.cfg.Log.Info("request cancelled by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.cfg.Log.InfoContext(r.Context(), "request cancelled by the client", "method", r.Method, "path", r.URL.Path, "err", err)
 		err, code = protocol.Errorf(protocol.EABORTED, "the request was cancelled"), protocol.EABORTED
 	}
 	body := errorBody{Message: protocol.ErrorMessage(err), Code: code}
@@ -234,7 +236,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Connection", "close")
 	}
 	if status == http.StatusInternalServerError || status == http.StatusInsufficientStorage {
-		s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.cfg.Log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if symbolic(r) {
+		s.writeSymbolic(w, status, symbolicError(body))
+		return
 	}
 	s.writeJSON(w, status, body)
 }
@@ -245,6 +251,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // its connection is closed; a smaller one fits in what the connection
 // buffers, client and server side, and costs no deadline.
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	s.writeJSONAs(w, status, v, "application/json")
+}
+
+// writeJSONAs is writeJSON with another Content-Type.
+func (s *Server) writeJSONAs(w http.ResponseWriter, status int, v any, contentType string) {
 	b, err := protocol.MarshalJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -252,7 +263,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	b = append(b, '\n')
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	if len(b) <= maxUnpacedAnswer {
 		w.WriteHeader(status)
@@ -277,30 +288,50 @@ const maxUnpacedAnswer = 16 << 10
 // types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
 // arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := s.readBody(w, r)
+	if err != nil || body == nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// readBody reads an optional JSON request body as decodeBody takes it:
+// nil for an absent or empty body or null, else one JSON object agentrt
+// can store and serve.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(s.body(w, r, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		var e *protocol.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			return protocol.Errorf(protocol.ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+			return nil, protocol.Errorf(protocol.ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		case errors.As(err, &e):
-			return e
+			return nil, e
 		}
-		return protocol.Errorf(protocol.EABORTED, "reading the request body failed: %v", err)
+		return nil, protocol.Errorf(protocol.EABORTED, "reading the request body failed: %v", err)
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
-		return nil
+		return nil, nil
 	}
 	if err := protocol.CheckJSON(body, protocol.MaxJSONDepth); err != nil {
-		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
+		return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
 	}
 	if body[0] != '{' {
-		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body must be a JSON object")
+		return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "the request body must be a JSON object")
 	}
+	return body, nil
+}
+
+// decodeJSON decodes body, one JSON object readBody accepted, into v.
+func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
+		var e *protocol.Error
+		if errors.As(err, &e) {
+			return e // a body's own check (an update-task patch)
+		}
 		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid: %s", describeJSONError(err))
 	}
 	if dec.More() {

@@ -1,0 +1,443 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// API keys. A key is "agentrt_" + an id of 8 characters (its public part,
+// which "keys list" shows and which finds its row) + "_" + 43 characters
+// of base64url: 256 random bits in all past the id. Only the SHA-256 of
+// the whole key is stored: a key is as hard to guess as a 256-bit secret,
+// so a slow password hash would protect nothing more, and would cost
+// every request its time. A presented key is hashed and compared with
+// the stored hash in constant time (crypto/subtle).
+//
+// Keys live in the database of a data directory, and "agentrt keys"
+// changes them while a server runs on it (without its LOCK: SQLite
+// serialises the writes). Each change then writes a new random value to
+// the file keys-changed of the directory, which the server maps into its
+// memory: it compares that value on each request, without a system call
+// or a database read, and reloads the keys when it differs. A key
+// created or revoked is so seen by the next request.
+
+// keyPrefix starts every key.
+const keyPrefix = "agentrt_"
+
+// keysChangedFile is the data directory's file whose value changes with
+// every change of the keys.
+const keysChangedFile = "keys-changed"
+
+var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// KeyInfo describes an API key, as "keys list" shows it: never the key.
+type KeyInfo struct {
+	Name string `json:"name"`
+	// Prefix is the key's public start, "agentrt_" and its id.
+	Prefix string `json:"prefix"`
+	// Agents are the agents it may use; nil: every agent.
+	Agents    []string   `json:"agents"`
+	CreatedAt time.Time  `json:"created_at"`
+	LastUsed  *time.Time `json:"last_used"`
+}
+
+// splitKey returns a key's id and whether it is shaped as a key.
+func splitKey(key string) (id string, ok bool) {
+	rest, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok || len(rest) != 8+1+43 || rest[8] != '_' {
+		return "", false
+	}
+	return rest[:8], true
+}
+
+func hashKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// newKey returns a new random key and its id.
+func newKey() (key, id string) {
+	var b [5 + 32]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	id = strings.ToLower(base32.StdEncoding.EncodeToString(b[:5]))
+	return keyPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(b[5:]), id
+}
+
+// KeyAdmin changes the API keys of a data directory: "agentrt keys". It
+// works whether or not a server runs on the directory.
+type KeyAdmin struct {
+	dir string
+	db  *sql.DB
+}
+
+// OpenKeyAdmin opens the keys of the data directory dir. When no server
+// runs on it, the store is opened first (and its schema brought up to
+// date, which creates a new directory); when one runs, its database is
+// used beside it, and must be at a schema that has keys.
+func OpenKeyAdmin(ctx context.Context, dir string) (*KeyAdmin, error) {
+	s, err := Open(ctx, dir, Config{})
+	switch {
+	case err == nil:
+		s.Close()
+	case !errors.Is(err, errInUse):
+		return nil, err
+	}
+	path := filepath.Join(dir, "agentrt.db")
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "1")
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	var version int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if version < schemaKeys {
+		db.Close()
+		return nil, fmt.Errorf("the agentrt serving %s is older than API keys: stop it, or upgrade it", dir)
+	}
+	return &KeyAdmin{dir: dir, db: db}, nil
+}
+
+// schemaKeys is the migration that added API keys.
+const schemaKeys = 6
+
+// Close closes the database.
+func (k *KeyAdmin) Close() error { return k.db.Close() }
+
+// Create makes a new key named name for agents (none: every agent) and
+// returns it: the only time the key is seen. A name already in use is
+// protocol.ECONFLICT; a bad name protocol.EINVALID.
+func (k *KeyAdmin) Create(ctx context.Context, name string, agents []string) (string, error) {
+	if !keyName.MatchString(name) {
+		return "", protocol.Errorf(protocol.EINVALID, "bad key name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	var agentsJSON any
+	if len(agents) > 0 {
+		b, _ := json.Marshal(agents)
+		agentsJSON = string(b)
+	}
+	key, id := newKey()
+	err := k.change(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE name = ?`, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return protocol.Errorf(protocol.ECONFLICT, "a key named %q exists; revoke it first, or choose another name", name)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, name, hash, agents, created_at) VALUES (?, ?, ?, ?, ?)`,
+			id, name, hashKey(key), agentsJSON, millis(time.Now()))
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// Revoke removes the key named name; protocol.ENOTFOUND when there is
+// none. A server running on the directory refuses it from its next
+// request on.
+func (k *KeyAdmin) Revoke(ctx context.Context, name string) error {
+	return k.change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return protocol.Errorf(protocol.ENOTFOUND, "no key named %q", name)
+		}
+		return nil
+	})
+}
+
+// change runs fn in a transaction and, once it is committed, tells a
+// server running on the directory that the keys changed.
+func (k *KeyAdmin) change(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := k.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("change keys: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("change keys: %w", err)
+	}
+	return signalKeysChanged(k.dir)
+}
+
+// List describes every key, by name.
+func (k *KeyAdmin) List(ctx context.Context) ([]KeyInfo, error) {
+	return listKeys(ctx, k.db)
+}
+
+// listKeys reads the keys' descriptions from db.
+func listKeys(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) ([]KeyInfo, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, name, agents, created_at, last_used_at FROM api_keys ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []KeyInfo{}
+	for rows.Next() {
+		var (
+			k        KeyInfo
+			id       string
+			agents   sql.NullString
+			created  int64
+			lastUsed sql.NullInt64
+		)
+		if err := rows.Scan(&id, &k.Name, &agents, &created, &lastUsed); err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		k.Prefix = keyPrefix + id
+		if agents.Valid {
+			if err := json.Unmarshal([]byte(agents.String), &k.Agents); err != nil {
+				return nil, fmt.Errorf("list keys: agents of %s: %w", k.Name, err)
+			}
+		}
+		k.CreatedAt = time.UnixMilli(created).UTC()
+		if lastUsed.Valid {
+			t := time.UnixMilli(lastUsed.Int64).UTC()
+			k.LastUsed = &t
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// signalKeysChanged writes a new random value to the directory's
+// keys-changed file.
+func signalKeysChanged(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, keysChangedFile), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("tell the server the keys changed: %w", err)
+	}
+	defer f.Close()
+	var b [8]byte
+	rand.Read(b[:])
+	if _, err := f.WriteAt(b[:], 0); err != nil {
+		return fmt.Errorf("tell the server the keys changed: %w", err)
+	}
+	return nil
+}
+
+// Key is an API key as a server knows it.
+type Key struct {
+	Name string
+	// Agents are the agents it may use; nil: every agent.
+	Agents []string
+	id     string
+	hash   []byte
+}
+
+// Keyring is the API keys a server checks requests against: loaded from
+// the store, and loaded again whenever keys-changed changes. Safe for
+// concurrent use.
+type Keyring struct {
+	s       *Store
+	changed []byte // keys-changed, mapped
+	mu      sync.RWMutex
+	seen    uint64 // the value of keys-changed the keys were loaded at
+	byID    map[string]*Key
+	usedMu  sync.Mutex
+	used    map[string]time.Time // by key id, since the last flush
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// Keys opens the keyring of the store's data directory. It flushes when
+// keys were last used to the database every flushEvery, and on Close.
+func (s *Store) Keys(ctx context.Context) (*Keyring, error) {
+	path := filepath.Join(s.dir, keysChangedFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if fi.Size() < 8 {
+		if err := f.Truncate(8); err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, 8, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	k := &Keyring{s: s, changed: m, used: map[string]time.Time{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if err := k.load(ctx); err != nil {
+		syscall.Munmap(m)
+		return nil, err
+	}
+	go k.flushLoop()
+	return k, nil
+}
+
+// flushEvery is how often when keys were last used is written down.
+const flushEvery = time.Minute
+
+// load reads every key from the database.
+func (k *Keyring) load(ctx context.Context) error {
+	seen := binary.LittleEndian.Uint64(k.changed)
+	rows, err := k.s.reader(ctx).query(`SELECT id, name, hash, agents FROM api_keys`)
+	if err != nil {
+		return fmt.Errorf("load keys: %w", err)
+	}
+	defer rows.Close()
+	byID := map[string]*Key{}
+	for rows.Next() {
+		var key Key
+		var agents sql.NullString
+		if err := rows.Scan(&key.id, &key.Name, &key.hash, &agents); err != nil {
+			return fmt.Errorf("load keys: %w", err)
+		}
+		if agents.Valid {
+			if err := json.Unmarshal([]byte(agents.String), &key.Agents); err != nil {
+				return fmt.Errorf("load keys: agents of %s: %w", key.Name, err)
+			}
+		}
+		byID[key.id] = &key
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load keys: %w", err)
+	}
+	k.mu.Lock()
+	k.byID, k.seen = byID, seen
+	k.mu.Unlock()
+	return nil
+}
+
+// current loads the keys again when keys-changed changed since they were
+// loaded. A failure to reload keeps the keys as they were, and is tried
+// again at the next request.
+func (k *Keyring) current(ctx context.Context) {
+	k.mu.RLock()
+	stale := binary.LittleEndian.Uint64(k.changed) != k.seen
+	k.mu.RUnlock()
+	if stale {
+		if err := k.load(ctx); err != nil {
+			k.s.log.ErrorContext(ctx, "reloading the API keys failed; the keys loaded before still hold", "err", err)
+		}
+	}
+}
+
+// Any reports whether any key exists.
+func (k *Keyring) Any(ctx context.Context) bool {
+	k.current(ctx)
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return len(k.byID) > 0
+}
+
+// dummyHash is compared with when no key has a presented key's id, so
+// that an unknown id costs what a known one does.
+var dummyHash = hashKey("")
+
+// Check returns the key secret is, or nil when it is none (malformed,
+// unknown or revoked). The comparison of hashes takes constant time.
+func (k *Keyring) Check(ctx context.Context, secret string) *Key {
+	k.current(ctx)
+	id, ok := splitKey(secret)
+	hash := hashKey(secret)
+	k.mu.RLock()
+	key := k.byID[id]
+	k.mu.RUnlock()
+	want := dummyHash
+	if key != nil {
+		want = key.hash
+	}
+	if subtle.ConstantTimeCompare(hash, want) != 1 || !ok || key == nil {
+		return nil
+	}
+	k.usedMu.Lock()
+	k.used[key.id] = time.Now()
+	k.usedMu.Unlock()
+	return key
+}
+
+// flushLoop writes when keys were last used, every flushEvery.
+func (k *Keyring) flushLoop() {
+	defer close(k.stopped)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			k.flush()
+			return
+		case <-t.C:
+			k.flush()
+		}
+	}
+}
+
+// flush writes when the keys used since the last flush were last used.
+// Unsynced: a power cut may lose a minute of it.
+func (k *Keyring) flush() {
+	k.usedMu.Lock()
+	used := k.used
+	k.used = map[string]time.Time{}
+	k.usedMu.Unlock()
+	if len(used) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(used))
+	for id := range used {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	err := k.s.inTxUnsynced(context.Background(), len(ids), func(w db) error {
+		for _, id := range ids {
+			if _, err := w.exec(`UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?`,
+				millis(used[id]), id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		k.s.log.Warn("recording when API keys were last used failed", "err", err)
+	}
+}
+
+// Close writes when keys were last used and releases the keyring.
+func (k *Keyring) Close() error {
+	close(k.stop)
+	<-k.stopped
+	return syscall.Munmap(k.changed)
+}
