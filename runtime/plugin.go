@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -118,6 +120,7 @@ const maxInstanceBytes = 16 << 20
 type Plugin struct {
 	path     string
 	sha256   string
+	cache    string // CacheHit, CacheMiss or CacheOff
 	cfg      Config
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
@@ -211,14 +214,23 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 		// compile time and again at every trap; agentrt reports a trap by
 		// its first line only.
 		WithDebugInfoEnabled(false)
+	// Each module's compiled code is cached in a directory of its own,
+	// named for the code compiled: whether compiling it wrote an entry
+	// there tells a hit (nothing new) from a miss, which wazero does not
+	// say.
+	var cacheDir string
+	var cachedBefore int
 	if cfg.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		prepared := sha256.Sum256(code)
+		cacheDir = filepath.Join(cfg.CacheDir, "modules", hex.EncodeToString(prepared[:16]))
+		cachedBefore = cacheEntries(cacheDir)
+		cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("compilation cache %s: %w", cfg.CacheDir, err)
 		}
 		rc = rc.WithCompilationCache(cache)
 	}
-	p := &Plugin{path: path, sha256: hex.EncodeToString(sum[:]), cfg: cfg, runtime: wazero.NewRuntimeWithConfig(ctx, rc), inst: inst}
+	p := &Plugin{path: path, sha256: hex.EncodeToString(sum[:]), cfg: cfg, cache: CacheOff, runtime: wazero.NewRuntimeWithConfig(ctx, rc), inst: inst}
 	if notInstrumented != nil {
 		p.startWhy = notInstrumented.why
 	}
@@ -228,7 +240,37 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 		p.snap.close()
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
+	if cacheDir != "" {
+		p.cache = CacheMiss
+		if cachedBefore > 0 && cacheEntries(cacheDir) == cachedBefore {
+			p.cache = CacheHit
+		}
+	}
 	return p, nil
+}
+
+// How a plugin's compiled code was had (Plugin.Cache).
+const (
+	CacheOff  = "off"  // no compilation cache
+	CacheHit  = "hit"  // read from the cache
+	CacheMiss = "miss" // compiled, and written to the cache
+)
+
+// Cache says how the plugin's compiled code was had: CacheHit, CacheMiss
+// or CacheOff.
+func (p *Plugin) Cache() string { return p.cache }
+
+// cacheEntries counts the compiled modules under a module's cache
+// directory (files, but wazero's temporary ones).
+func cacheEntries(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasSuffix(path, ".tmp") {
+			n++
+		}
+		return nil
+	})
+	return n
 }
 
 // readPlugin reads the plugin file, refusing one over max bytes before

@@ -117,7 +117,7 @@ func TestOnlyAKeysHashIsStoredAndOnlyTheKeyItselfChecks(t *testing.T) {
 	if ring.Check(ctx, key) == nil {
 		t.Fatal("the key is refused")
 	}
-	ring.Close() // writes when it was last used
+	ring.Close()                               // writes when it was last used
 	list, err = mustKeyAdmin(t, dir).List(ctx) // beside the store, which holds the LOCK
 	if err != nil || list[0].LastUsed == nil {
 		t.Errorf("after use the key lists as %+v, %v; want a last use", list, err)

@@ -79,12 +79,15 @@ type agentList struct {
 
 // handleListAgents serves GET /agents.
 func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	list, err := s.agents.List(r.Context())
+	all, err := s.agents.List(r.Context())
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []AgentInfo{}
+	list := []AgentInfo{}
+	for _, a := range all {
+		if info(r).mayUse(a.Name) { // a key limited to some agents sees only them
+			list = append(list, a)
+		}
 	}
 	s.writeJSON(w, http.StatusOK, agentList{Agents: list})
 	return nil
@@ -92,6 +95,9 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request, _ http
 
 // handleGetAgent serves GET /agents/{agent}.
 func (s *Server) handleGetAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := authorize(r, ps.ByName("agent")); err != nil {
+		return err
+	}
 	info, err := s.agents.Info(r.Context(), ps.ByName("agent"))
 	if err != nil {
 		return err

@@ -142,6 +142,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	if err != nil {
 		return err
 	}
+	info(r).artifactIn = art.Size
 	s.writeJSON(w, http.StatusOK, art)
 	return nil
 }
@@ -242,6 +243,7 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	defer paced.finish()
 	cw := &contentErrorWriter{ResponseWriter: paced}
 	http.ServeContent(cw, r, "", art.CreatedAt, f)
+	info(r).artifactOut = cw.written
 	if cw.status != 0 {
 		h.Del("Content-Disposition")
 		h.Del("ETag")
@@ -316,8 +318,9 @@ func (d *downloadAnswer) end(art *protocol.Artifact) {
 // render as every other error.
 type contentErrorWriter struct {
 	http.ResponseWriter
-	status int
-	text   []byte
+	status  int
+	text    []byte
+	written int64 // bytes of the answer written
 }
 
 func (w *contentErrorWriter) WriteHeader(code int) {
@@ -335,7 +338,9 @@ func (w *contentErrorWriter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.written += int64(n)
+	return n, err
 }
 
 // ReadFrom passes r on to the writer's ReadFrom (a file is then sent by

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -37,7 +39,23 @@ type ServerConfig struct {
 	// upload is refused with 503 before its body is read.
 	MaxUploads          int
 	MaxUploadsPerClient int
-	Log                 *slog.Logger
+	// Log receives the server's log lines, each with its request's
+	// context: wrap its handler in LogHandler for request ids.
+	Log *slog.Logger
+	// AccessLog logs a line for every request answered, at info.
+	AccessLog bool
+	// Keys, when set, are the API keys requests are checked against
+	// (auth.go).
+	Keys Keys
+	// CORS says which browser origins may call the server.
+	CORS CORS
+	// Observer, when set, is told of every request answered.
+	Observer RequestObserver
+	// Metrics, when set, is served at GET /metrics.
+	Metrics http.Handler
+	// Ready, when set, says whether the server is ready for work, for
+	// GET /readyz: nil, or why not.
+	Ready func(ctx context.Context) error
 }
 
 // Defaults for ServerConfig.
@@ -55,10 +73,12 @@ const (
 // default agent, if there is one, at the root too. GET /agents lists the
 // agents, GET /agents/NAME describes one.
 type Server struct {
-	agents  Agents
-	router  *httprouter.Router
-	cfg     ServerConfig
-	uploads uploadSlots
+	agents   Agents
+	router   *httprouter.Router
+	cfg      ServerConfig
+	uploads  uploadSlots
+	ids      *requestIDs
+	draining atomic.Bool
 	// routes are the routes registered, as httprouter writes them; the
 	// spec served at /ap/v1/openapi.json has each (openapi_test.go).
 	routes []route
@@ -67,10 +87,14 @@ type Server struct {
 // route is a method and a path the server serves.
 type route struct{ method, path string }
 
-// add registers h for method and path.
+// add registers h for method and path, naming the route for the access
+// log and the observer by path, its pattern.
 func (s *Server) add(method, path string, h httprouter.Handle) {
 	s.routes = append(s.routes, route{method, path})
-	s.router.Handle(method, path, h)
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		info(r).route = path
+		h(w, r, ps)
+	})
 }
 
 // NewServer returns the HTTP API of agents.
@@ -93,7 +117,13 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg,
+	if len(cfg.CORS.Methods) == 0 {
+		cfg.CORS.Methods = DefaultCORSMethods
+	}
+	if len(cfg.CORS.Headers) == 0 {
+		cfg.CORS.Headers = DefaultCORSHeaders
+	}
+	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg, ids: newRequestIDs(),
 		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
 	for _, base := range []string{"", "/agents/:agent"} {
@@ -116,6 +146,11 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	}
 	s.add("GET", "/agents", s.handleFleet(s.handleListAgents))
 	s.add("GET", "/agents/:agent", s.handleFleet(s.handleGetAgent))
+	s.add("GET", "/healthz", s.handleHealthz)
+	s.add("GET", "/readyz", s.handleReadyz)
+	if cfg.Metrics != nil {
+		s.add("GET", "/metrics", s.handleMetrics)
+	}
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, protocol.Errorf(protocol.ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
 	})
@@ -133,10 +168,30 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	return s
 }
 
-// ServeHTTP serves the protocol.
+// ServeHTTP serves a request: it gives it an id, answers a CORS
+// preflight, checks its API key (but for the health checks), routes it,
+// and logs and observes it once answered.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.paceUnread(w, r)
-	s.router.ServeHTTP(w, markSymbolic(r))
+	start := time.Now()
+	id := s.ids.of(r)
+	w.Header().Set(RequestIDHeader, id)
+	in := &requestInfo{route: "unmatched"}
+	ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), requestInfoKey{}, in)
+	r = markSymbolic(r.WithContext(ctx))
+	rec := &recorder{ResponseWriter: w}
+	defer s.done(ctx, rec, r, in, start)
+	s.paceUnread(rec, r)
+	if s.cors(rec, r) {
+		in.route = "preflight"
+		return
+	}
+	if !isHealthCheck(r.URL.Path) {
+		if err := s.authenticate(r, in); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
+	}
+	s.router.ServeHTTP(rec, r)
 }
 
 // handlerFunc is a protocol route's handler, given the agent the route
@@ -148,6 +203,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 func (s *Server) handle(h handlerFunc) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		a, err := s.agents.Agent(ps.ByName("agent"))
+		if err == nil {
+			info(r).agent = a.Name()
+			err = authorize(r, a.Name())
+		}
 		if err == nil {
 			err = h(w, r, ps, a)
 		}
@@ -200,6 +259,12 @@ func statusOf(code string) int {
 		return http.StatusRequestedRangeNotSatisfiable
 	case protocol.EPRECONDITION:
 		return http.StatusPreconditionFailed
+	case protocol.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case protocol.EFORBIDDEN:
+		return http.StatusForbidden
+	case protocol.EINTERRUPTED:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -230,6 +295,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	status := statusOf(code)
+	if code == protocol.EUNAUTHORIZED {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agentrt"`)
+	}
 	if code == protocol.ESLOWBODY {
 		// What is left of the body is not worth waiting for: net/http
 		// closes the connection after the answer instead of draining it.
