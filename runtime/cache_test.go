@@ -12,9 +12,9 @@ func stepOnlyPlugin(salt byte) []byte {
 	ret := func(v byte) []byte { return funcBody(nil, 0x41, v, opEnd) } // i32.const v
 	export := func(name string, kind, index byte) []byte { return concat(wasmName(name), []byte{kind, index}) }
 	return wasmModule(
-		wasmSection(1, wasmVec([]byte{0x60, 0, 1, valI32})),   // type: () -> i32
-		wasmSection(3, wasmVec([]byte{0}, []byte{0})),         // two functions of that type
-		wasmSection(5, wasmVec([]byte{0, 1})),                 // memory: 1 page
+		wasmSection(1, wasmVec([]byte{0x60, 0, 1, valI32})), // type: () -> i32
+		wasmSection(3, wasmVec([]byte{0}, []byte{0})),       // two functions of that type
+		wasmSection(5, wasmVec([]byte{0, 1})),               // memory: 1 page
 		wasmSection(7, wasmVec(export("memory", 2, 0), export(abi.VersionExport, 0, 0), export(abi.StepExport, 0, 1))),
 		wasmSection(10, wasmVec(ret(abi.Version), ret(salt))), // code
 	)

@@ -210,6 +210,15 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
+// Ping is nil when the store answers a query: GET /readyz asks it.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.reader(ctx).scanOne(`SELECT 1`, nil, &one); err != nil {
+		return fmt.Errorf("the store does not answer: %w", err)
+	}
+	return nil
+}
+
 // Dir returns the data directory.
 func (s *Store) Dir() string { return s.dir }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,8 @@ Checks the Agent Protocol v1 server at URL: every check is printed by
 group, passed, FAILed (with the request that showed it and what came
 back) or skipped (with why), then "N passed, N failed, N skipped". The
 exit status is 1 when a check failed, 2 for a mistake in the command line.
+A server that needs an API key is given one with -api-key or
+$AGENTRT_API_KEY.
 
 URL is the server's base URL (http://127.0.0.1:8000, as the protocol's
 clients take it) or its API root (http://127.0.0.1:8000/ap/v1).
@@ -43,12 +46,13 @@ type checkConfig struct {
 	json    bool
 	list    bool
 	timeout time.Duration
+	apiKey  string
 }
 
 // parseCheckFlags parses the arguments of "agentrt check", flags and the
 // URL in any order.
 func parseCheckFlags(args []string, stderr io.Writer) (*checkConfig, error) {
-	cfg := &checkConfig{}
+	cfg := &checkConfig{apiKey: os.Getenv("AGENTRT_API_KEY")}
 	var only string
 	fs := flag.NewFlagSet("agentrt check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,6 +64,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkConfig, error) {
 	fs.StringVar(&only, "only", "", "run only these checks: a comma-separated `LIST` of groups, levels (spec, strict) and check ids")
 	fs.DurationVar(&cfg.timeout, "timeout", conformance.DefaultTimeout, "time limit of each request, answer included")
 	fs.BoolVar(&cfg.list, "list", false, "list the checks (with -only, those it selects) instead of running them; no URL needed")
+	fs.Var(secretFlag{&cfg.apiKey}, "api-key", "`KEY` sent with every request as \"Authorization: Bearer KEY\"; $AGENTRT_API_KEY")
 
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -105,7 +110,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return &usageError{fmt.Sprintf("bad URL %q: %v", cfg.root, err)}
 	}
-	report := conformance.Run(ctx, conformance.Config{Root: root, Checks: checks, Timeout: cfg.timeout})
+	report := conformance.Run(ctx, conformance.Config{Root: root, Checks: checks, Timeout: cfg.timeout, APIKey: cfg.apiKey})
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

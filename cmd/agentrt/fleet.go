@@ -43,7 +43,8 @@ type fleet struct {
 	limiter  *runtime.Limiter // the instances of every plugin together
 	cacheDir string
 	log      *slog.Logger
-	dir      string // serve's plugin directory
+	dir      string   // serve's plugin directory
+	metrics  *serverMetrics // nil: none kept
 
 	mu     sync.RWMutex
 	agents map[string]*fleetAgent // by agent name
@@ -79,6 +80,7 @@ type pluginFile struct {
 // fleetBuild is a loaded plugin with what it runs under.
 type fleetBuild struct {
 	plugin   *runtime.Plugin
+	limiter  *runtime.Limiter // the agent's own bound on its instances; nil: none
 	manifest *manifest.Manifest // nil without one
 	limits   agentLimits
 	settings map[string]string
@@ -174,14 +176,17 @@ func tighter[T int | int64 | time.Duration](op T, v *T, zeroIsNone bool) T {
 }
 
 // loadPlugin compiles the plugin at path to run under limits; code, when
-// not nil, is what the caller read of the file.
-func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agentLimits) (*runtime.Plugin, error) {
+// not nil, is what the caller read of the file. It returns the agent's
+// own limiter, if its limits give it one.
+func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agentLimits) (*runtime.Plugin, *runtime.Limiter, error) {
 	hostCfg := hostapi.Config{MaxCalls: l.maxHostCalls}
 	limiters := []*runtime.Limiter{f.limiter}
+	var own *runtime.Limiter
 	if l.maxInstances > 0 {
 		// The agent's own bound first: a call waiting for one of its
 		// agent's instances holds none of the fleet's.
-		limiters = []*runtime.Limiter{runtime.NewLimiter(l.maxInstances, f.cfg.maxQueue, f.cfg.queueWait), f.limiter}
+		own = runtime.NewLimiter(l.maxInstances, f.cfg.maxQueue, f.cfg.queueWait)
+		limiters = []*runtime.Limiter{own, f.limiter}
 	}
 	cfg := runtime.Config{
 		CacheDir:         f.cacheDir,
@@ -200,10 +205,58 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agen
 		NoSnapshots: !f.cfg.snapshots,
 		Version:     buildVersion(),
 	}
+	var p *runtime.Plugin
+	var err error
 	if code != nil {
-		return runtime.Compile(ctx, path, code, cfg)
+		p, err = runtime.Compile(ctx, path, code, cfg)
+	} else {
+		p, err = runtime.Load(ctx, path, cfg)
 	}
-	return runtime.Load(ctx, path, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.metrics.compiled(p.Cache())
+	return p, own, nil
+}
+
+// newAgent is the protocol.Agent of the agent named name.
+func (f *fleet) newAgent(name string, log *slog.Logger) *protocol.Agent {
+	cfg := protocol.AgentConfig{Name: name, Log: log}
+	if f.metrics != nil {
+		cfg.Observer = f.metrics
+	}
+	return protocol.NewAgent(f.store.Agent(name), nil, cfg)
+}
+
+// queued counts the calls waiting for a plugin instance: for the fleet's,
+// and for each agent's own.
+func (f *fleet) queued() float64 {
+	_, n := f.limiter.Load()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, a := range f.agents {
+		if a.build != nil && a.build.limiter != nil {
+			_, w := a.build.limiter.Load()
+			n += w
+		}
+	}
+	return float64(n)
+}
+
+// instances counts the plugin instances running.
+func (f *fleet) instances() float64 {
+	n, _ := f.limiter.Load()
+	return float64(n)
+}
+
+// interrupt stops the handler calls of every agent, saying why: see
+// protocol.Agent.Interrupt.
+func (f *fleet) interrupt(why string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, a := range f.agents {
+		a.agent.Interrupt(why)
+	}
 }
 
 // loadFile loads the plugin file NAME of the plugin directory with its
@@ -260,7 +313,7 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 		res.name = m.Name
 	}
 	l := f.limitsFor(m)
-	p, err := f.loadPlugin(ctx, wasmPath, code, l)
+	p, own, err := f.loadPlugin(ctx, wasmPath, code, l)
 	if err != nil {
 		res.err = err
 		return res, false
@@ -274,7 +327,7 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 	for k, v := range f.cfg.pluginConfig { // the operator's win
 		settings[k] = v
 	}
-	res.build = &fleetBuild{plugin: p, manifest: m, limits: l, settings: settings, loadedAt: time.Now()}
+	res.build = &fleetBuild{plugin: p, limiter: own, manifest: m, limits: l, settings: settings, loadedAt: time.Now()}
 	return res, false
 }
 
@@ -345,8 +398,7 @@ func (f *fleet) apply(res loaded) {
 	}
 	a := f.agents[res.name]
 	if a == nil {
-		a = &fleetAgent{name: res.name, agent: protocol.NewAgent(f.store.Agent(res.name), nil,
-			protocol.AgentConfig{Name: res.name, Log: f.log.With("agent", res.name)})}
+		a = &fleetAgent{name: res.name, agent: f.newAgent(res.name, f.log.With("agent", res.name))}
 		f.agents[res.name] = a
 	}
 	pf.agent, pf.err = res.name, ""
@@ -552,8 +604,7 @@ func (f *fleet) addRemovedAgents(ctx context.Context) error {
 		if name == "" || f.agents[name] != nil {
 			continue
 		}
-		f.agents[name] = &fleetAgent{name: name, agent: protocol.NewAgent(f.store.Agent(name), nil,
-			protocol.AgentConfig{Name: name, Log: f.log.With("agent", name)})}
+		f.agents[name] = &fleetAgent{name: name, agent: f.newAgent(name, f.log.With("agent", name))}
 	}
 	return nil
 }
@@ -568,7 +619,7 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 		return fmt.Errorf("plugin %s is a directory, not a .wasm file", path)
 	}
 	l := f.operatorLimits()
-	p, err := f.loadPlugin(ctx, path, nil, l)
+	p, _, err := f.loadPlugin(ctx, path, nil, l)
 	if err != nil {
 		return err
 	}
@@ -581,8 +632,7 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 	f.cfg.defaultAgent = name
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := &fleetAgent{name: name, file: filepath.Base(path), agent: protocol.NewAgent(f.store.Agent(name), nil,
-		protocol.AgentConfig{Name: name, Log: f.log})}
+	a := &fleetAgent{name: name, file: filepath.Base(path), agent: f.newAgent(name, f.log)}
 	f.agents[name] = a
 	f.retire(a, &fleetBuild{plugin: p, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()})
 	return nil

@@ -210,7 +210,7 @@ func startServer(t testing.TB, cfg *runConfig) *testServer {
 	if testing.Verbose() {
 		out = io.MultiWriter(logs, os.Stderr)
 	}
-	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := newLogger(out, "text", slog.LevelDebug)
 	srv, err := open(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("open: %v", err)

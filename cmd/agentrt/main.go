@@ -5,6 +5,7 @@
 //	agentrt serve --plugins DIR [--default NAME] [flags]
 //	agentrt check URL [--json] [--only GROUP]
 //	agentrt client COMMAND [flags]
+//	agentrt keys create|list|revoke [flags]
 //	agentrt version
 //
 // This is the only package that wires the others together.
@@ -57,6 +58,7 @@ Usage:
                                     picking up plugins added, replaced and removed
   agentrt check URL [flags]         check any Agent Protocol server against the protocol
   agentrt client COMMAND [flags]    talk to any Agent Protocol server: tasks, steps, artifacts
+  agentrt keys COMMAND [flags]      create, list and revoke the API keys of a data directory
   agentrt version                   print the version
   agentrt help                      print this help
 
@@ -118,6 +120,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return checkCommand(ctx, args[1:], stdout, stderr)
 	case "client":
 		return clientCommand(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return keysCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "agentrt %s (plugin ABI %d, %s)\n", version, abi.Version, goruntime.Version())
 		return nil

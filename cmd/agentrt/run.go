@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // for -debug-addr
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,6 +67,12 @@ type runConfig struct {
 	// snapshots is whether plugins' calls start from a snapshot of their
 	// initialized state (runtime.Config.NoSnapshots).
 	snapshots bool
+
+	logFormat       string // text or json
+	accessLog       bool
+	requireAuth     bool
+	cors            httpapi.CORS
+	shutdownTimeout time.Duration
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -114,6 +121,10 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 		minFreeDisk:     diskFloorFlag{auto: true},
 		minBodyRate:     httpapi.DefaultMinBodyRate,
 		settle:          300 * time.Millisecond,
+		logFormat:       "text",
+		accessLog:       true,
+		shutdownTimeout: 30 * time.Second,
+		cors:            httpapi.CORS{MaxAge: 10 * time.Minute},
 	}
 	maxUpload := size(cfg.limits.MaxUploadBytes)
 	maxArtifact := size(cfg.limits.MaxArtifactBytes)
@@ -184,6 +195,24 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	fs.BoolVar(&cfg.snapshots, "snapshots", true, "start each plugin call from a snapshot of the plugin's initialized state, taken at load (docs/SECURITY.md); false runs its initialization in every call")
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", cfg.logFormat, "server log format: text or json")
+	fs.BoolVar(&cfg.accessLog, "access-log", cfg.accessLog, "log a line for every request answered (never its headers: no API key is logged)")
+	fs.BoolVar(&cfg.requireAuth, "require-auth", false, "need an API key for every request but the health checks, even before any key exists (agentrt keys)")
+	fs.Func("cors-origins", "browser `ORIGINS` (comma-separated, e.g. https://app.example; * for any) allowed to call the server (default: none)", func(v string) error {
+		origins, err := corsOrigins(v)
+		cfg.cors.Origins = append(cfg.cors.Origins, origins...)
+		return err
+	})
+	fs.Func("cors-methods", "`METHODS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSMethods, ",")+")", func(v string) error {
+		cfg.cors.Methods = append(cfg.cors.Methods, splitList(strings.ToUpper(v))...)
+		return nil
+	})
+	fs.Func("cors-headers", "request `HEADERS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSHeaders, ",")+")", func(v string) error {
+		cfg.cors.Headers = append(cfg.cors.Headers, splitList(v)...)
+		return nil
+	})
+	fs.DurationVar(&cfg.cors.MaxAge, "cors-max-age", cfg.cors.MaxAge, "how long a browser may keep a CORS preflight's answer")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "on SIGTERM or SIGINT, how long steps running may take to finish before they are stopped (and recorded as interrupted)")
 
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -217,6 +246,12 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return nil, &usageError{fmt.Sprintf("bad -log-format %q: want text or json", cfg.logFormat)}
+	}
+	if cfg.shutdownTimeout < 0 {
+		return nil, &usageError{fmt.Sprintf("bad -shutdown-timeout %s: want 0 or more", cfg.shutdownTimeout)}
 	}
 	for _, f := range []struct {
 		name string
@@ -276,7 +311,7 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 // run serves until ctx is done, then shuts down gracefully: requests in
 // progress (a step being executed) finish first.
 func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 	srv, err := open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -332,19 +367,82 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down; waiting for requests in progress")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.callTimeout+10*time.Second)
+	return shutdown(hs, srv, cfg.shutdownTimeout, log)
+}
+
+// shutdown stops a server gracefully: it accepts nothing more and gives
+// the requests in progress (a step running) up to timeout to end. Then
+// it stops the steps still running, which are recorded as interrupted
+// (saying why) and answered so, gives their answers a few seconds to go,
+// and closes what is left.
+func shutdown(hs *http.Server, srv *server, timeout time.Duration, log *slog.Logger) error {
+	log.Info("shutting down: accepting nothing more; waiting for the requests in progress", "timeout", timeout)
+	srv.api.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := hs.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	err := hs.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	why := fmt.Sprintf("the server shut down, and the step did not finish within the %s it was given", timeout)
+	log.Warn("requests still in progress at the shutdown timeout; stopping their steps", "timeout", timeout)
+	srv.fleet.interrupt(why)
+	ctx, cancel = context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		log.Warn("closing the connections still open", "err", err)
+		hs.Close()
 	}
 	return nil
+}
+
+// shutdownGrace is how long, after steps were stopped at the shutdown
+// timeout, their answers (and uploads still arriving) are given.
+const shutdownGrace = 5 * time.Second
+
+// newLogger is the server's logger: text or JSON on w, each line of a
+// request carrying the request's id.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(httpapi.LogHandler(h))
+}
+
+// corsOrigins reads -cors-origins: "*", or origins (scheme://host[:port]).
+func corsOrigins(v string) ([]string, error) {
+	origins := splitList(v)
+	for _, o := range origins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("%q is not an origin: want scheme://host[:port], such as https://app.example", o)
+		}
+	}
+	return origins, nil
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, strings.TrimSuffix(item, "/"))
+		}
+	}
+	return out
 }
 
 // server is a wired agentrt: store, agents and HTTP API.
 type server struct {
 	store   *storage.Store
+	keys    *storage.Keyring
 	fleet   *fleet
+	api     *httpapi.Server
 	handler http.Handler
 	// limiter bounds the instances of every plugin; tests watch its queue.
 	limiter *runtime.Limiter
@@ -372,34 +470,66 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	}
 	limiter := runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait)
 	srv := &server{store: store, limiter: limiter}
+	if srv.keys, err = store.Keys(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	m := newMetrics(
+		func() float64 { return srv.fleet.instances() },
+		func() float64 { return srv.fleet.queued() })
 	if cfg.plugin != "" {
 		srv.fleet = newFleet(cfg, store, limiter, "", log)
+		srv.fleet.metrics = m
 		err = srv.fleet.openPlugin(ctx, cfg.plugin, cfg.name)
 		if err == nil {
 			srv.plugin = srv.fleet.agents[cfg.name].build.plugin
 		}
 	} else {
-		err = srv.openDir(ctx, cfg, log)
+		err = srv.openDir(ctx, cfg, log, m)
 	}
 	if err != nil {
 		srv.Close()
 		return nil, err
 	}
-	srv.handler = httpapi.NewServer(srv.fleet, httpapi.ServerConfig{
+	srv.api = httpapi.NewServer(srv.fleet, httpapi.ServerConfig{
 		MaxBodyBytes:        int64(cfg.maxBody),
 		BodyTimeout:         cfg.bodyTimeout,
 		MinBodyRate:         int64(cfg.minBodyRate),
 		MaxUploads:          cfg.maxUploads,
 		MaxUploadsPerClient: cfg.maxUploadsPer,
 		Log:                 log,
+		AccessLog:           cfg.accessLog,
+		Keys:                apiKeys{ring: srv.keys, require: cfg.requireAuth},
+		CORS:                cfg.cors,
+		Observer:            m,
+		Metrics:             m.handler(),
+		Ready:               store.Ping,
 	})
+	srv.handler = srv.api
 	return srv, nil
+}
+
+// apiKeys are the data directory's API keys, as the HTTP API checks them.
+type apiKeys struct {
+	ring    *storage.Keyring
+	require bool // -require-auth: keys are needed even while none exists
+}
+
+func (k apiKeys) Required(ctx context.Context) bool { return k.require || k.ring.Any(ctx) }
+
+func (k apiKeys) Check(ctx context.Context, key string) (string, []string, bool) {
+	found := k.ring.Check(ctx, key)
+	if found == nil {
+		return "", nil, false
+	}
+	return found.Name, found.Agents, true
 }
 
 // openDir starts serve's fleet: it watches the plugin directory before it
 // loads what is there, so that no change is missed between the two.
-func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
+func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger, m *serverMetrics) error {
 	s.fleet = newFleet(cfg, s.store, s.limiter, cfg.pluginDir, log)
+	s.fleet.metrics = m
 	w := &dirWatcher{dir: cfg.pluginDir, settle: cfg.settle, log: log, rescan: func() {}}
 	fw, err := w.watch()
 	if err != nil {
@@ -434,11 +564,14 @@ func (s *server) Close() error {
 	if s.stopWatching != nil {
 		s.stopWatching()
 	}
-	var err error
+	var errs []error
 	if s.fleet != nil {
-		err = s.fleet.Close()
+		errs = append(errs, s.fleet.Close())
 	}
-	return errors.Join(err, s.store.Close())
+	if s.keys != nil {
+		errs = append(errs, s.keys.Close())
+	}
+	return errors.Join(append(errs, s.store.Close())...)
 }
 
 // pluginAdapter connects the runtime to the agent: each handler call gets a

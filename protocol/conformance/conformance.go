@@ -173,6 +173,9 @@ type Config struct {
 	// Transport sends the requests; nil is a fresh http.Transport that
 	// uses no proxy from the environment.
 	Transport http.RoundTripper
+	// APIKey, when set, is sent with every request as
+	// "Authorization: Bearer APIKey". Reports never show it.
+	APIKey string
 }
 
 // Run runs the configured checks against the server, one after another,
@@ -198,6 +201,7 @@ func Run(ctx context.Context, cfg Config) *Report {
 	}
 	s := &session{
 		ctx:    ctx,
+		apiKey: cfg.APIKey,
 		root:   cfg.Root,
 		client: &http.Client{Transport: transport, Timeout: timeout, CheckRedirect: noRedirects},
 	}
@@ -215,6 +219,7 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 // session is the state of one run: the server, and what its checks share.
 type session struct {
 	ctx    context.Context
+	apiKey string
 	root   *url.URL
 	client *http.Client
 	// gone names the check whose request got no answer; the checks after

@@ -143,6 +143,9 @@ func (s *session) do(r *request) (*exchange, error) {
 		req.Header.Set("Content-Type", r.contentType)
 	}
 	req.Header.Set("User-Agent", "agentrt-check")
+	if s.apiKey != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
 	start := time.Now()
 	res, err := s.client.Do(req)
 	if err == nil {

@@ -1,5 +1,6 @@
 // Command faulty is a test plugin that fails on request: the step input
-// names the failure. Anything else is echoed, like examples/echo.
+// names the failure; "sleep:MS" sleeps MS milliseconds, a long step.
+// Anything else is echoed, like examples/echo.
 //
 // Built by the tests (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared).
 package main
@@ -8,13 +9,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	agent "github.com/agentrt/agentrt/plugins/go"
 )
 
 func init() {
 	agent.HandleStep(func(s *agent.Step) (agent.Result, error) {
+		if ms, ok := strings.CutPrefix(s.Input, "sleep:"); ok {
+			// A long step: it sleeps (through poll_oneoff, for real).
+			n, _ := strconv.Atoi(ms)
+			time.Sleep(time.Duration(n) * time.Millisecond)
+			return agent.Result{Output: "slept " + ms + " ms"}, nil
+		}
 		switch s.Input {
 		case "error":
 			return agent.Result{}, errors.New("the agent gave up")
