@@ -454,7 +454,7 @@ func assertNoStrayFiles(t *testing.T, dataDir string) {
 		t.Fatal(err)
 	}
 	known := map[string]bool{"agentrt.db": true, "agentrt.db-wal": true, "agentrt.db-shm": true, "LOCK": true,
-		"staging": true, "artifacts": true, "workspaces": true, "cache": true}
+		"staging": true, "artifacts": true, "workspaces": true, "cache": true, "keys-changed": true}
 	for _, e := range entries {
 		if !known[e.Name()] {
 			t.Errorf("unexpected %s in the data directory", e.Name())

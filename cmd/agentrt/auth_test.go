@@ -302,8 +302,8 @@ func TestKeysCommand(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"create", "ci"}, 1},             // a name in use
-		{[]string{"create", "bad name"}, 2},       // a bad name
+		{[]string{"create", "ci"}, 1},       // a name in use
+		{[]string{"create", "bad name"}, 2}, // a bad name
 		{[]string{"create", "x", "--agent", "../a"}, 2},
 		{[]string{"revoke", "nobody"}, 1},
 		{[]string{"rotate", "ci"}, 2},

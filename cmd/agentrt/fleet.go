@@ -43,7 +43,7 @@ type fleet struct {
 	limiter  *runtime.Limiter // the instances of every plugin together
 	cacheDir string
 	log      *slog.Logger
-	dir      string   // serve's plugin directory
+	dir      string         // serve's plugin directory
 	metrics  *serverMetrics // nil: none kept
 
 	mu     sync.RWMutex
@@ -80,7 +80,7 @@ type pluginFile struct {
 // fleetBuild is a loaded plugin with what it runs under.
 type fleetBuild struct {
 	plugin   *runtime.Plugin
-	limiter  *runtime.Limiter // the agent's own bound on its instances; nil: none
+	limiter  *runtime.Limiter   // the agent's own bound on its instances; nil: none
 	manifest *manifest.Manifest // nil without one
 	limits   agentLimits
 	settings map[string]string
