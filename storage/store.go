@@ -11,12 +11,16 @@
 //	artifacts/<task>/<id>
 //	                   an artifact's bytes once its row is committed
 //	workspaces/<task>/ a task's workspace files
+//	keys-changed       a random value "agentrt keys" changes with the API keys
 //
 // Staged bytes whose artifact row was never committed are removed when the
 // store opens; staged bytes whose row was committed are moved into place;
-// files left half-written in a workspace's .tmp/ are removed.
-// So a killed process leaves neither half-written artifacts nor rows without
-// bytes.
+// files left half-written in a workspace's .tmp/ are removed; the bytes
+// of tasks deleted by a process that died before removing them are
+// removed; steps a dead process left running are marked failed
+// (interrupted). So a killed process leaves neither half-written
+// artifacts, rows without bytes, bytes without rows, nor steps running
+// forever.
 package storage
 
 import (
