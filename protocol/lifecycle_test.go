@@ -22,17 +22,25 @@ func blockingStep(started chan<- struct{}) fakeHandler {
 	}
 }
 
-func TestDeletingATaskStopsItsStepAndLeavesNothing(t *testing.T) {
+// runningStep starts a step that runs until it is stopped, and returns
+// once its handler runs: the store, the agent, the task, and where the
+// step's error comes.
+func runningStep(t *testing.T) (*fakeStore, *protocol.Agent, *protocol.Task, <-chan error) {
 	s := newFakeStore()
 	started := make(chan struct{}, 1)
 	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	stepErr := make(chan error, 1)
 	go func() {
-		_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
+		_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{Input: str("long")})
 		stepErr <- err
 	}()
 	<-started
+	return s, a, task, stepErr
+}
+
+func TestDeletingATaskStopsItsStepAndLeavesNothing(t *testing.T) {
+	s, a, task, stepErr := runningStep(t)
 	if err := a.DeleteTask(context.Background(), task.TaskID); err != nil {
 		t.Fatalf("delete a task whose step runs: %v", err)
 	}
@@ -93,16 +101,7 @@ func TestADeletionIsNotRefusedByTheRequestsWaitingForItsTask(t *testing.T) {
 }
 
 func TestAnInterruptedStepIsRecordedWithWhy(t *testing.T) {
-	s := newFakeStore()
-	started := make(chan struct{}, 1)
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
-	task := mustCreateTask(t, a)
-	stepErr := make(chan error, 1)
-	go func() {
-		_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{Input: str("long")})
-		stepErr <- err
-	}()
-	<-started
+	s, a, task, stepErr := runningStep(t)
 	a.Interrupt("the server shut down before the step finished")
 	err := <-stepErr
 	wantCode(t, "an interrupted step", err, protocol.EINTERRUPTED)

@@ -150,18 +150,7 @@ func requestedSteps(t *Task, req []RequestedStep) ([]Step, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := r.Name
-		steps = append(steps, Step{
-			TaskID:          t.TaskID,
-			StepID:          newID(),
-			Name:            &name,
-			Status:          StatusCreated,
-			Input:           r.Input,
-			AdditionalInput: addl,
-			Artifacts:       []Artifact{},
-			Planned:         true,
-			CreatedAt:       t.CreatedAt,
-		})
+		steps = append(steps, plannedStep(t, r.Name, r.Input, addl))
 	}
 	return steps, nil
 }

@@ -31,6 +31,18 @@ type taskLock struct {
 // enter locks the task and returns its unlock function, or refuses with
 // EUNAVAILABLE when MaxTaskWaiters requests already wait for it.
 func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
+	return l.enterBounded(taskID, true)
+}
+
+// enterAlways is enter without the bound on those waiting: for a deletion,
+// which must not be refused by the requests it will turn away.
+func (l *taskLocks) enterAlways(taskID string) (unlock func()) {
+	unlock, _ = l.enterBounded(taskID, false)
+	return unlock
+}
+
+// enterBounded is enter, refusing past MaxTaskWaiters only if bounded.
+func (l *taskLocks) enterBounded(taskID string, bounded bool) (unlock func(), err error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = make(map[string]*taskLock)
@@ -40,7 +52,7 @@ func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
 		tl = &taskLock{}
 		l.m[taskID] = tl
 	}
-	if tl.refs > MaxTaskWaiters { // a holder and MaxTaskWaiters waiting
+	if bounded && tl.refs > MaxTaskWaiters { // a holder and MaxTaskWaiters waiting
 		l.mu.Unlock()
 		return nil, &Error{Code: EUNAVAILABLE, RetryAfter: 1,
 			Message: fmt.Sprintf("task %s is busy: %d requests already wait for it, the most that may; retry when its step is done", taskID, MaxTaskWaiters)}
@@ -48,23 +60,6 @@ func (l *taskLocks) enter(taskID string) (unlock func(), err error) {
 	tl.refs++
 	l.mu.Unlock()
 	return l.lock(taskID, tl), nil
-}
-
-// enterAlways is enter without the bound on those waiting: for a deletion,
-// which must not be refused by the requests it will turn away.
-func (l *taskLocks) enterAlways(taskID string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*taskLock)
-	}
-	tl := l.m[taskID]
-	if tl == nil {
-		tl = &taskLock{}
-		l.m[taskID] = tl
-	}
-	tl.refs++
-	l.mu.Unlock()
-	return l.lock(taskID, tl)
 }
 
 // lock waits for tl, counted in its refs, and returns its unlock function.

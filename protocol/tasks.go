@@ -139,20 +139,25 @@ func plannedSteps(t *Task, plan []PlannedStep) ([]Step, error) {
 		if err != nil {
 			return nil, Errorf(EPLUGIN, "planned a step with a bad value: %s", ErrorMessage(err))
 		}
-		name := p.Name
-		steps = append(steps, Step{
-			TaskID:          t.TaskID,
-			StepID:          newID(),
-			Name:            &name,
-			Status:          StatusCreated,
-			Input:           p.Input,
-			AdditionalInput: addl,
-			Artifacts:       []Artifact{},
-			Planned:         true,
-			CreatedAt:       t.CreatedAt,
-		})
+		steps = append(steps, plannedStep(t, p.Name, p.Input, addl))
 	}
 	return steps, nil
+}
+
+// plannedStep is a step of task t planned to run later: by the task
+// handler, or by the client that created the task.
+func plannedStep(t *Task, name string, input *string, additionalInput []byte) Step {
+	return Step{
+		TaskID:          t.TaskID,
+		StepID:          newID(),
+		Name:            &name,
+		Status:          StatusCreated,
+		Input:           input,
+		AdditionalInput: additionalInput,
+		Artifacts:       []Artifact{},
+		Planned:         true,
+		CreatedAt:       t.CreatedAt,
+	}
 }
 
 // GetTask returns a task with its artifacts.
