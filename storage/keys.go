@@ -350,7 +350,7 @@ func (k *Keyring) current(ctx context.Context) {
 	stale := binary.LittleEndian.Uint64(k.changed) != k.seen
 	k.mu.RUnlock()
 	if stale {
-		if err := k.load(ctx); err != nil {
+		if err := k.load(context.WithoutCancel(ctx)); err != nil {
 			k.s.log.ErrorContext(ctx, "reloading the API keys failed; the keys loaded before still hold", "err", err)
 		}
 	}
