@@ -172,7 +172,7 @@ func TestMetricsShowInstancesRunningAndCallsQueued(t *testing.T) {
 }
 
 func TestEveryAnswerCarriesARequestIDAndSoDoesEveryLogLineOfIt(t *testing.T) {
-	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"))
+	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"), func(c *runConfig) { c.accessLog = true })
 	task := ts.createTask(`{}`)
 	// The client's id, when fit, is the request's.
 	res := ts.doWith("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", http.Header{"X-Request-Id": {"client-id.42"}}, "application/json", []byte(`{"input":"error"}`))
@@ -224,6 +224,7 @@ func TestJSONLogsCarryTheRequestID(t *testing.T) {
 	var buf syncBuffer
 	log := newLogger(&buf, "json", slog.LevelDebug)
 	cfg := testConfig(t, examplePlugin(t, "echo-go"))
+	cfg.accessLog = true
 	srv, err := open(t.Context(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

@@ -197,7 +197,7 @@ func TestKill9DuringAStepThenRestart(t *testing.T) {
 // server sees each change at its next request.
 func TestKeysCommandBesideARunningServer(t *testing.T) {
 	data := t.TempDir()
-	p := startProcess(t, examplePlugin(t, "echo-go"), data)
+	p := startProcess(t, examplePlugin(t, "echo-go"), data, "--access-log")
 	p.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200)
 	keys := func(args ...string) string {
 		t.Helper()
