@@ -72,6 +72,13 @@ func main() {
 	tuneRuntime(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal shuts down gracefully; a second one, handled as
+	// Go does by default, ends the process at once (the next start marks
+	// the steps it stopped interrupted).
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "agentrt: %v\n", err)
