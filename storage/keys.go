@@ -126,7 +126,7 @@ func OpenKeyAdmin(ctx context.Context, dir string) (*KeyAdmin, error) {
 }
 
 // schemaKeys is the migration that added API keys.
-const schemaKeys = 6
+const schemaKeys = 8
 
 // Close closes the database.
 func (k *KeyAdmin) Close() error { return k.db.Close() }

@@ -39,11 +39,15 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request, _ httprout
 	s.writeJSON(w, http.StatusOK, healthBody{Status: "ready"})
 }
 
-// handleMetrics serves GET /metrics: ServerConfig.Metrics, to a key for
-// every agent when keys are required.
+// handleMetrics serves GET /metrics: ServerConfig.Metrics (404 without),
+// to a key for every agent when keys are required.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if err := authorizeAll(r); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.cfg.Metrics == nil {
+		s.writeError(w, r, protocol.Errorf(protocol.ENOTFOUND, "this server keeps no metrics"))
 		return
 	}
 	s.cfg.Metrics.ServeHTTP(w, r)

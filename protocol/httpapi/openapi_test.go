@@ -39,11 +39,11 @@ var routeParam = regexp.MustCompile(`:([a-z_]+)`)
 
 // specPath is the document's path of a route the server registers: its
 // parameters in braces, and a protocol route without the /agents/:agent
-// before it (the document's servers give both bases).
+// before it (the document's servers give both bases). The server's own
+// routes (/agents, /healthz, /readyz, /metrics) are at the root.
 func specPath(path string) string {
-	path = strings.TrimPrefix(path, "/agents/:agent"+Prefix)
-	if !strings.HasPrefix(path, "/agents") && !strings.HasPrefix(path, Prefix) {
-		path = Prefix + path
+	if rest, ok := strings.CutPrefix(path, "/agents/:agent"+Prefix); ok {
+		path = Prefix + rest
 	}
 	return routeParam.ReplaceAllString(path, "{$1}")
 }

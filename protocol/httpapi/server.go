@@ -148,9 +148,7 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	s.add("GET", "/agents/:agent", s.handleFleet(s.handleGetAgent))
 	s.add("GET", "/healthz", s.handleHealthz)
 	s.add("GET", "/readyz", s.handleReadyz)
-	if cfg.Metrics != nil {
-		s.add("GET", "/metrics", s.handleMetrics)
-	}
+	s.add("GET", "/metrics", s.handleMetrics)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, protocol.Errorf(protocol.ENOTFOUND, "no such route: %s %s", req.Method, req.URL.Path))
 	})
