@@ -214,6 +214,7 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	switch {
 	case d.Served:
 		dw.end(art)
+		info(r).artifactOut = dw.paced.n
 		return nil
 	case d.Redirect != "":
 		h := w.Header()
@@ -243,7 +244,7 @@ func (s *Server) handleDownloadArtifact(w http.ResponseWriter, r *http.Request, 
 	defer paced.finish()
 	cw := &contentErrorWriter{ResponseWriter: paced}
 	http.ServeContent(cw, r, "", art.CreatedAt, f)
-	info(r).artifactOut = cw.written
+	info(r).artifactOut = paced.n
 	if cw.status != 0 {
 		h.Del("Content-Disposition")
 		h.Del("ETag")
@@ -318,9 +319,8 @@ func (d *downloadAnswer) end(art *protocol.Artifact) {
 // render as every other error.
 type contentErrorWriter struct {
 	http.ResponseWriter
-	status  int
-	text    []byte
-	written int64 // bytes of the answer written
+	status int
+	text   []byte
 }
 
 func (w *contentErrorWriter) WriteHeader(code int) {
@@ -338,9 +338,7 @@ func (w *contentErrorWriter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	n, err := w.ResponseWriter.Write(p)
-	w.written += int64(n)
-	return n, err
+	return w.ResponseWriter.Write(p)
 }
 
 // ReadFrom passes r on to the writer's ReadFrom (a file is then sent by
