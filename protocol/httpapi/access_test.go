@@ -25,7 +25,7 @@ func (w *readerFromWriter) ReadFrom(r io.Reader) (int64, error) {
 func TestTheRecorderKeepsTheWritersReadFrom(t *testing.T) {
 	inner := &readerFromWriter{ResponseRecorder: httptest.NewRecorder()}
 	rec := &recorder{ResponseWriter: inner}
-	n, err := io.Copy(rec, strings.NewReader("artifact bytes"))
+	n, err := io.Copy(rec, io.LimitReader(strings.NewReader("artifact bytes"), 100)) // no WriteTo, as a file's
 	if err != nil || n != 14 {
 		t.Fatal(n, err)
 	}
