@@ -51,6 +51,7 @@ var allowedImports = map[string][]string{
 	"bench/sandbox":          {},
 	"bench/seed":             {},
 	"bench/tasklist":         {},
+	"docs":                   {},
 }
 
 // forbiddenStd are standard packages a package must not import: the domain
