@@ -295,6 +295,31 @@ func TestAPlannedStepRunsBeforeANewOne(t *testing.T) {
 	}
 }
 
+// A step of a task with no planned step left runs without a look for one:
+// the task says it has none.
+func TestAStepLooksForAPlannedStepOnlyWhenTheTaskHasOne(t *testing.T) {
+	for _, tc := range []struct {
+		plan  string
+		looks int
+	}{{`{}`, 0}, {`{"steps":[{"name":"first"},{"name":"second"}]}`, 2}} {
+		s := newFakeStore()
+		p := newFakePlugin(map[protocol.Handler]fakeHandler{
+			protocol.HandlerTask: setResult(tc.plan),
+			protocol.HandlerStep: setResult(`{}`),
+		})
+		a := newAgent(t, s, p, protocol.DefaultLimits)
+		task := mustCreateTask(t, a)
+		for range 4 {
+			if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.plannedLooks != tc.looks {
+			t.Errorf("a task planned %s: %d looks for a planned step in 4 steps, want %d", tc.plan, s.plannedLooks, tc.looks)
+		}
+	}
+}
+
 func TestAPlanOverTheTaskStepLimitCreatesNoTask(t *testing.T) {
 	s := newFakeStore()
 	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{"steps":[{},{},{}]}`)})

@@ -31,11 +31,13 @@ type fakeStore struct {
 	recorded map[string][]byte
 	// discarded counts Blob.Discard calls that removed bytes.
 	discarded int
-	files     map[string]map[string][]byte // workspace files, by task
-	quotas    []protocol.WorkspaceQuota    // every quota a workspace was opened with
-	placed    []*fakePlacement
-	removed   []string // tasks whose workspace was removed
-	deleted   []string // tasks deleted
+	// plannedLooks counts NextPlannedStep calls.
+	plannedLooks int
+	files        map[string]map[string][]byte // workspace files, by task
+	quotas       []protocol.WorkspaceQuota    // every quota a workspace was opened with
+	placed       []*fakePlacement
+	removed      []string // tasks whose workspace was removed
+	deleted      []string // tasks deleted
 
 	diskFull   bool  // CheckSpace answers EINSUFFICIENT
 	failRecord error // what the next SaveStep, AddArtifacts or CreateTask returns
@@ -110,6 +112,9 @@ func (s *fakeStore) GetTask(ctx context.Context, taskID string) (*protocol.Task,
 	}
 	c := *t
 	c.Artifacts = append([]protocol.Artifact{}, t.Artifacts...)
+	for _, st := range s.steps[taskID] {
+		c.PlannedLeft = c.PlannedLeft || st.Planned && st.Status == protocol.StatusCreated
+	}
 	return &c, nil
 }
 
@@ -134,6 +139,7 @@ func (s *fakeStore) TaskLogs(ctx context.Context, taskID string) ([]protocol.Log
 func (s *fakeStore) NextPlannedStep(ctx context.Context, taskID string) (*protocol.Step, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.plannedLooks++
 	for _, st := range s.steps[taskID] {
 		if st.Planned && st.Status == protocol.StatusCreated {
 			c := *st

@@ -42,6 +42,8 @@ type Task struct {
 	PluginTime time.Duration `json:"-"`
 	// StepCount is how many steps the task holds, planned ones included.
 	StepCount int `json:"-"`
+	// PlannedLeft is whether the task holds planned steps not yet run.
+	PlannedLeft bool `json:"-"`
 }
 
 // StepStatus is a step's lifecycle state.

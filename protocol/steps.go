@@ -46,9 +46,11 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if err != nil {
 		return nil, err
 	}
-	step, err := a.store.NextPlannedStep(ctx, taskID)
-	if err != nil {
-		return nil, err
+	var step *Step
+	if task.PlannedLeft { // most tasks have none: no look for one
+		if step, err = a.store.NextPlannedStep(ctx, taskID); err != nil {
+			return nil, err
+		}
 	}
 	if step == nil {
 		if max := b.Limits.MaxTaskSteps; max > 0 && task.StepCount >= max {

@@ -28,7 +28,8 @@ type TaskStore interface {
 	// (t.Logs) and plugin time, in one transaction.
 	CreateTask(ctx context.Context, t *Task, planned []Step, artifacts []Artifact) error
 	// GetTask returns a task with all its artifacts, its step count, log
-	// size and plugin time. ENOTFOUND when there is no such task.
+	// size and plugin time, and whether it has planned steps left.
+	// ENOTFOUND when there is no such task.
 	GetTask(ctx context.Context, taskID string) (*Task, error)
 	// ListTasks returns a page of tasks in creation order, and how many
 	// tasks there are.
@@ -56,7 +57,7 @@ type StepStore interface {
 	// SaveStep records an executed step: a new one, or a planned one
 	// (Planned set) now run, with the artifacts it created (whose bytes are
 	// staged), its log (s.Logs) and plugin time, in one transaction.
-	// ENOTFOUND when the task is gone.
+	// ENOTFOUND when the task is gone, or a planned step is not the task's.
 	SaveStep(ctx context.Context, s *Step, artifacts []Artifact) error
 	// GetStep returns a step of a task. ENOTFOUND when there is no such
 	// task, or the step is not the task's.

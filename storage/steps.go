@@ -13,10 +13,11 @@ import (
 const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_input,
 	s.output, s.additional_output, s.is_last, s.planned, s.created_at, s.agent, s.build`
 
-// SaveStep records a step, inserting it or updating the planned step of the
-// same id, together with the artifacts it created (their bytes staged with
-// StageArtifact), and adds its plugin time to its task's, in one
-// transaction.
+// SaveStep records an executed step, with the artifacts it created
+// (their bytes staged with StageArtifact), and adds its plugin time to its
+// task's, in one transaction. It completes the step's row where there is
+// one (a planned step's, or the one StartStep wrote), and inserts it
+// where there is none; a planned step must have its row.
 func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
 	logs, err := encodeLogs(st.Logs) // here, not in the writer goroutine
 	if err != nil {
@@ -37,6 +38,9 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
+			if st.Planned {
+				return protocol.Errorf(protocol.ENOTFOUND, "planned step %q of task %q not found", st.StepID, st.TaskID)
+			}
 			if err := insertStep(w, st, logs); err != nil {
 				return err
 			}

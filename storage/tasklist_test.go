@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/protocol"
 )
@@ -185,5 +186,53 @@ func TestMigrationToTaskPositionsNumbersAndCountsEachAgentsTasks(t *testing.T) {
 	id := mustTask(t, s.Agent("a"))
 	if got := listAll(t, s.Agent("a"), 10, 7); got[6] != id {
 		t.Errorf("a task created after the migration is not last: %v", got)
+	}
+}
+
+// GetTask says whether the task has planned steps left; SaveStep completes
+// a planned step's row, inserts a new step's, and refuses a planned step
+// whose row is not the task's.
+func TestGetTaskSaysWhetherPlannedStepsAreLeftAndSaveStepCompletesThem(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, "")
+	task := &protocol.Task{TaskID: "6bb1801a-fd80-45e8-899a-4dd723cc602e", AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
+	planned := protocol.Step{TaskID: task.TaskID, StepID: "28ca533e-3904-4401-8a07-c49adf8891c2", Status: protocol.StatusCreated,
+		AdditionalInput: []byte("{}"), Planned: true, CreatedAt: time.Now()}
+	if err := s.CreateTask(ctx, task, []protocol.Step{planned}, nil); err != nil {
+		t.Fatal(err)
+	}
+	left := func() bool {
+		got, err := s.GetTask(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.PlannedLeft
+	}
+	if !left() {
+		t.Error("a task with a planned step says it has none left")
+	}
+	ghost := planned
+	ghost.StepID, ghost.Status = "3b1f0c59-8c1e-4f57-9d3a-5d2b0a7f4e11", protocol.StatusCompleted
+	if err := s.SaveStep(ctx, &ghost, nil); protocol.ErrorCode(err) != protocol.ENOTFOUND {
+		t.Errorf("saving a planned step the task does not hold: %v, want ENOTFOUND", err)
+	}
+	planned.Status = protocol.StatusCompleted
+	if err := s.SaveStep(ctx, &planned, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left() {
+		t.Error("a task whose planned step ran says it has one left")
+	}
+	fresh := protocol.Step{TaskID: task.TaskID, StepID: "9c2d7e1a-0b4f-4c3e-8a6d-1f2e3d4c5b6a", Status: protocol.StatusCompleted,
+		AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
+	if err := s.SaveStep(ctx, &fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	steps, total, err := s.ListSteps(ctx, task.TaskID, protocol.Page{Number: 1, Size: 10})
+	if err != nil || total != 2 || steps[0].StepID != planned.StepID || steps[1].StepID != fresh.StepID || steps[0].Status != protocol.StatusCompleted {
+		t.Errorf("steps %+v (%d), %v", steps, total, err)
+	}
+	if got, _ := s.GetTask(ctx, task.TaskID); got.StepCount != 2 {
+		t.Errorf("step count %d, want 2", got.StepCount)
 	}
 }

@@ -208,7 +208,7 @@ func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
 // taskColumns are a task's columns, from the table aliased t, as
 // scanTasks reads them.
 const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count,
-	t.title, t.description, t.version`
+	t.title, t.description, t.version, EXISTS (SELECT 1 FROM steps WHERE task_id = t.id AND status = 'created')`
 
 // TaskLogs returns the task's log: what its task handler and artifact
 // handlers logged, in order; protocol.ENOTFOUND when there is no such task.
@@ -271,7 +271,7 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 			title, description, ver sql.NullString
 			a                       artifactRow
 		)
-		dest := []any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount, &title, &description, &ver}
+		dest := []any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount, &title, &description, &ver, &t.PlannedLeft}
 		if err := rows.Scan(append(dest, a.dest()...)...); err != nil {
 			return nil, err
 		}
