@@ -24,29 +24,39 @@ const (
 	pageFile    = 1 << 61 // a page of a file (the image's, read), or shared
 )
 
-// privatePages returns the indices of the pages of mem (page-aligned, in a
-// private mapping) that are the process's own: present or swapped, and not
-// a file's page. In a private mapping of the image these are the pages
-// written; in an anonymous one, those touched. It reports false if the
-// system does not say.
-func privatePages(mem []byte) ([]int, bool) {
+// privatePages calls page with the index of each page of mem (page-aligned,
+// in a private mapping) that is the process's own: present or swapped,
+// and not a file's page. In a private mapping of the image these are the
+// pages written; in an anonymous one, those touched. It reports false,
+// having called page for none, if the system does not say. It reads the
+// entries a few hundred at a time into a buffer of its own, allocating
+// nothing.
+func privatePages(mem []byte, page func(i int)) bool {
 	f := pagemap()
-	if f == nil || len(mem) == 0 {
-		return nil, f != nil
+	if f == nil {
+		return false
 	}
 	ps := os.Getpagesize()
 	n := (len(mem) + ps - 1) / ps
-	entries := make([]byte, 8*n)
-	off := int64(uintptr(unsafe.Pointer(&mem[0]))/uintptr(ps)) * 8
-	if k, err := f.ReadAt(entries, off); err != nil || k != len(entries) {
-		return nil, false
+	if n == 0 {
+		return true
 	}
-	var pages []int
-	for i := range n {
-		e := binary.LittleEndian.Uint64(entries[8*i:])
-		if e&(pagePresent|pageSwapped) != 0 && e&pageFile == 0 {
-			pages = append(pages, i)
+	first := int64(uintptr(unsafe.Pointer(&mem[0])) / uintptr(ps))
+	// page writes only pages that are already the process's own, which
+	// changes nothing of what the entries say of the rest.
+	var buf [512 * 8]byte
+	for done := 0; done < n; {
+		k := min(n-done, len(buf)/8)
+		if got, err := f.ReadAt(buf[:8*k], (first+int64(done))*8); err != nil || got != 8*k {
+			return false
 		}
+		for i := range k {
+			e := binary.LittleEndian.Uint64(buf[8*i:])
+			if e&(pagePresent|pageSwapped) != 0 && e&pageFile == 0 {
+				page(done + i)
+			}
+		}
+		done += k
 	}
-	return pages, true
+	return true
 }

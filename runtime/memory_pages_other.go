@@ -4,4 +4,4 @@ package runtime
 
 // privatePages reports that this system does not say which pages of a
 // memory were written.
-func privatePages(mem []byte) ([]int, bool) { return nil, false }
+func privatePages(mem []byte, page func(i int)) bool { return false }

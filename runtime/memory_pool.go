@@ -96,15 +96,8 @@ func (pl *memoryPool) reset(m *mappedMemory) bool {
 		return false
 	}
 	used := m.buf[:max(int(m.used), len(image))]
-	pages, ok := findPrivatePages(used)
-	if !ok {
-		copy(used, image)
-		clear(used[len(image):])
-		m.used = 0
-		return true
-	}
 	ps := os.Getpagesize()
-	for _, p := range pages {
+	ok := findPrivatePages(used, func(p int) {
 		start := p * ps
 		end := min(start+ps, len(used))
 		if start < len(image) {
@@ -113,6 +106,10 @@ func (pl *memoryPool) reset(m *mappedMemory) bool {
 		if end > len(image) {
 			clear(used[max(start, len(image)):end])
 		}
+	})
+	if !ok {
+		copy(used, image)
+		clear(used[len(image):])
 	}
 	m.used = 0
 	return true

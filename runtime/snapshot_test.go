@@ -230,7 +230,7 @@ func TestAPooledMemoryIsResetWhereverTheInstanceWrote(t *testing.T) {
 		t.Run(system, func(t *testing.T) {
 			if system == "no pagemap" {
 				saved := findPrivatePages
-				findPrivatePages = func([]byte) ([]int, bool) { return nil, false }
+				findPrivatePages = func([]byte, func(int)) bool { return false }
 				defer func() { findPrivatePages = saved }()
 			}
 			img := newMemoryImage(image)
