@@ -51,7 +51,8 @@ const (
 	// its seed and counter c.
 	goChaCha8 generatorKind = iota + 1
 	// goCheapRand is runtime.m's cheaprand (8 bytes), after the m's
-	// chacha8rand state (at +304).
+	// chacha8rand state (at +304): a draw of cheaprand's sequence from the
+	// state's first value.
 	goCheapRand
 	// libcArc4random is wasi-libc's arc4random state, at its key: {int
 	// initialized; size_t off; uint8 key[32]; uint8 reserve[512]}.
@@ -132,11 +133,12 @@ const (
 //
 // Each kind is recognised by what its state must be, checked in both
 // memories: a Go chacha8rand state's buf is the ChaCha8 block of its seed
-// and counter; an arc4random key is the one its ChaCha20 ratchet makes
-// from a 32-byte read; TinyGo's xorshift state is in the module's data and
-// is a draw of the xorshift sequence that read seeds. A false match would
-// need a 256-bit (chacha8rand, arc4random) or 64-bit (xorshift, in both
-// memories) coincidence.
+// and counter, and an m's cheaprand a draw of its sequence from that
+// state's first value; an arc4random key is the one its ChaCha20 ratchet
+// makes from a 32-byte read; TinyGo's xorshift state is in the module's
+// data and is a draw of the xorshift sequence that read seeds. A false
+// match would need a 256-bit (chacha8rand, arc4random) or 64-bit
+// (cheaprand, xorshift, in both memories) coincidence.
 func findGenerators(a, b *construction, data []memoryRange) ([]generator, []bool) {
 	n := min(len(a.memory), len(b.memory)) // b's heap may have grown otherwise
 	am, bm := a.memory[:n], b.memory[:n]
@@ -149,7 +151,7 @@ func findGenerators(a, b *construction, data []memoryRange) ([]generator, []bool
 			continue
 		}
 		gens = append(gens, generator{goChaCha8, uint32(o)})
-		if c := o + 304; c+8 <= len(am) && !bytes.Equal(am[c:c+8], bm[c:c+8]) {
+		if c := o + 304; c+8 <= len(am) && isCheapRand(am[o:], am[c:]) && isCheapRand(bm[o:], bm[c:]) {
 			gens = append(gens, generator{goCheapRand, uint32(c)})
 		}
 		o += chacha8StateSize - 4 // the next state is 8-aligned, after this one
@@ -218,6 +220,36 @@ func isChaCha8State(s []byte) bool {
 		}
 	}
 	return true
+}
+
+// cheapRandSteps bounds the cheaprand draws (scheduling decisions) an
+// initialization may have made for the state to be found.
+const cheapRandSteps = 1 << 16
+
+// isCheapRand reports whether v starts with the cheaprand of the m whose
+// chacha8rand state starts state: Go's runtime sets it to the state's
+// first draw (runtime.mrandinit), which the seed still gives while the
+// state has not been reseeded, and then moves it on by wasm's cheaprand
+// (xorshift64+ on two 32-bit halves).
+func isCheapRand(state, v []byte) bool {
+	g := mrand.NewChaCha8([32]byte(state[256:288]))
+	x := g.Uint64()
+	want := binary.LittleEndian.Uint64(v)
+	for range cheapRandSteps {
+		if x == want {
+			return true
+		}
+		x = cheapRandNext(x)
+	}
+	return false
+}
+
+// cheapRandNext is runtime.cheaprand's step on wasm.
+func cheapRandNext(x uint64) uint64 {
+	s1, s0 := uint32(x), uint32(x>>32)
+	s1 ^= s1 << 17
+	s1 = s1 ^ s0 ^ s1>>7 ^ s0>>16
+	return uint64(s0) | uint64(s1)<<32
 }
 
 // isArc4State reports whether the key at o in mem sits in an arc4random

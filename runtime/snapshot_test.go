@@ -402,8 +402,17 @@ func TestFindGeneratorsFindsOnlyStatesItChecks(t *testing.T) {
 	a, b := mem()
 	copy(a[1000:], chacha8State(sa, 40))
 	copy(b[1000:], chacha8State(sb, 40))
-	rand.Read(a[1304:1312]) // an m's cheaprand, after its state
-	rand.Read(b[1304:1312])
+	// An m's cheaprand, after its state: the state's first draw, moved on.
+	for _, x := range []struct {
+		m    []byte
+		seed [32]byte
+	}{{a, sa}, {b, sb}} {
+		v := mrand.NewChaCha8(x.seed).Uint64()
+		for range 100 {
+			v = cheapRandNext(v)
+		}
+		binary.LittleEndian.PutUint64(x.m[1304:], v)
+	}
 	ca := &construction{memory: a, entropy: [][]byte{sa[:], make([]byte, 8)}}
 	cb := &construction{memory: b, entropy: [][]byte{sb[:], make([]byte, 8)}}
 	gens, explained := findGenerators(ca, cb, nil)
@@ -412,6 +421,10 @@ func TestFindGeneratorsFindsOnlyStatesItChecks(t *testing.T) {
 	}
 	if !explained[0] || explained[1] {
 		t.Errorf("explained %v: the 32-byte read, not the 8-byte one", explained)
+	}
+	b[1304] ^= 1 // not a draw of the sequence: no cheaprand
+	if gens, _ := findGenerators(ca, cb, nil); len(gens) != 1 {
+		t.Errorf("found %+v with a cheaprand one bit off", gens)
 	}
 	a[1000+8*20] ^= 1 // a drawn value changed: not the block of its seed
 	if gens, _ := findGenerators(ca, cb, nil); len(gens) != 0 {
