@@ -94,6 +94,17 @@ func TestTaskListsStayRightAsTasksAreCreatedAndDeleted(t *testing.T) {
 		wantA = append(wantA, mustTask(t, a))
 	}
 	check("created after deletes")
+	// A row inserted without its position gets the agent's next.
+	raw := "0c7b3f5e-2a1d-4e6f-8b9a-7c6d5e4f3a2b"
+	err := a.inTx(context.Background(), 1, func(w db) error {
+		_, err := w.exec(`INSERT INTO tasks (id, agent, additional_input, created_at) VALUES (?, 'a', '{}', 0)`, raw)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA = append(wantA, raw)
+	check("inserted without a position")
 	for _, id := range wantA {
 		deleteTask(t, a, id)
 	}
