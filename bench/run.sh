@@ -10,7 +10,9 @@
 #   get     GET /ap/v1/agent/tasks/{id}: 10,000 tasks seeded first, random ids
 #   step    POST /ap/v1/agent/tasks/{id}/steps {"input":"hi"} on random ones of
 #           100 seeded tasks: agentrt with echo-go, echo-tinygo, echo-rust
-#           (each when its .wasm exists) vs the JS SDK's minimal echo agent
+#           (each when its .wasm exists) vs the JS SDK's minimal echo agent;
+#           and agentrt with --snapshots=false (init-LANG: every call runs the
+#           plugin's initialization) for the languages in BENCH_INIT
 # Every scenario runs every server once per round; the order of the servers
 # rotates from round to round. The table gives the median over the rounds.
 #
@@ -23,6 +25,8 @@
 #   BENCH_SEED_TASKS [10000] tasks stored before get-task
 #   BENCH_STEP_TASKS [100]  tasks the steps are spread over
 #   BENCH_SCENARIOS ["create get step"]
+#   BENCH_INIT [go]         languages whose echo step is also measured with
+#                           --snapshots=false (init-go, init-tinygo, init-rust)
 #   BENCH_OUT               also write the markdown report to this file
 #   BENCH_TMP [$TMPDIR or /tmp]  where the temp data dirs go (use a disk, not tmpfs:
 #                           agentrt fsyncs every commit)
@@ -44,6 +48,7 @@ CONNS="${BENCH_CONNS:-32}"
 SEED_TASKS="${BENCH_SEED_TASKS:-10000}"
 STEP_TASKS="${BENCH_STEP_TASKS:-100}"
 SCENARIOS="${BENCH_SCENARIOS:-create get step}"
+INIT_LANGS="${BENCH_INIT-go}"
 AGENTRT="${AGENTRT:-build/agentrt}"
 BASELINE="${BENCH_BASELINE:-}"
 PLUGIN_DIR="${PLUGIN_DIR:-build/plugins}"
@@ -59,6 +64,9 @@ die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 ((CONNS >= THREADS)) || die "BENCH_CONNS ($CONNS) must be >= BENCH_THREADS ($THREADS)"
 for s in $SCENARIOS; do
 	case "$s" in create | get | step) ;; *) die "unknown scenario '$s' in BENCH_SCENARIOS (expected: create get step)" ;; esac
+done
+for l in $INIT_LANGS; do
+	case "$l" in go | tinygo | rust) ;; *) die "unknown language '$l' in BENCH_INIT (expected: go tinygo rust)" ;; esac
 done
 [ -x "$AGENTRT" ] || die "$AGENTRT not found or not executable: run 'make build/agentrt' (or 'make bench')"
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE $BASELINE not found or not executable"
@@ -100,9 +108,10 @@ go build -o "$WORK/seed" ./bench/seed || die "go build ./bench/seed failed"
 go build -o "$WORK/fsyncprobe" ./bench/fsyncprobe || die "go build ./bench/fsyncprobe failed"
 
 # ------------------------------------------------------------------ servers
-# Server names: js, agentrt-go, agentrt-tinygo, agentrt-rust, and with a
-# baseline base-go, base-tinygo, base-rust.
-plugin_of() { local l="${1#agentrt-}"; echo "$WORK/plugins/echo-${l#base-}.wasm"; }
+# Server names: js, agentrt-go, agentrt-tinygo, agentrt-rust, init-go,
+# init-tinygo, init-rust (--snapshots=false), and with a baseline base-go,
+# base-tinygo, base-rust.
+plugin_of() { echo "$WORK/plugins/echo-${1#*-}.wasm"; }
 
 # start_server NAME: starts it on a free port with a fresh data dir; sets
 # SERVER_PID and BASE (http://127.0.0.1:PORT/ap/v1).
@@ -119,6 +128,9 @@ start_server() {
 		;;
 	agentrt-*)
 		"$AGENTRT_BIN" run "$(plugin_of "$name")" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
+		;;
+	init-*)
+		"$AGENTRT_BIN" run "$(plugin_of "$name")" --snapshots=false --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
 		;;
 	base-*)
 		"$BASE_BIN" run "$(plugin_of "$name")" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
@@ -184,11 +196,12 @@ servers_for() {
 	case "$1" in
 	create | get) echo "agentrt-go $base js" ;;
 	step)
-		local s="agentrt-go $base" l
-		for l in tinygo rust; do
+		local s="" l
+		for l in go tinygo rust; do
 			if [ -f "$WORK/plugins/echo-$l.wasm" ]; then
 				s="$s agentrt-$l"
 				[ -n "$BASE_BIN" ] && s="$s base-$l"
+				[[ " $INIT_LANGS " == *" $l "* ]] && s="$s init-$l"
 			else
 				log "step: $PLUGIN_DIR/echo-$l.wasm not found, agentrt-$l skipped"
 			fi
@@ -225,6 +238,45 @@ done
 log "done in $((SECONDS - START))s"
 
 # ------------------------------------------------------------------ report
+# targets prints the step targets that compare two servers, each as the
+# median and range of its per-round ratio (runs of one round are paired:
+# background noise hits both sides alike); a target whose servers were not
+# both measured is left out.
+targets() {
+	awk -F'\t' -v rounds="$ROUNDS" '
+	function median(list,    a, n, i, j, t) {
+		n = split(list, a, " ")
+		for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+		return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	# ratio WHAT: per round, field f of scenario/server a over b.
+	function ratio(what, sa, a, sb, b, f, goal, atleast,    rd, l, n, t, i, lo, hi, m, ok) {
+		l = ""
+		for (rd = 1; rd <= rounds; rd++)
+			if ((sa SUBSEP a SUBSEP rd) in v && (sb SUBSEP b SUBSEP rd) in v && v[sb, b, rd, f] > 0)
+				l = l " " v[sa, a, rd, f] / v[sb, b, rd, f]
+		if (l == "") return
+		n = split(l, t, " "); lo = hi = t[1] + 0
+		for (i = 2; i <= n; i++) { if (t[i] + 0 < lo) lo = t[i] + 0; if (t[i] + 0 > hi) hi = t[i] + 0 }
+		m = median(l)
+		ok = atleast ? m >= goal : m <= goal
+		printf "| %s | %.2f× (%.2f–%.2f) | %s %g× | %s |\n", what, m, lo, hi, atleast ? "≥" : "≤", goal, ok ? "met" : "**missed**"
+	}
+	{ v[$1, $2, $3] = 1; v[$1, $2, $3, "rps"] = $4; v[$1, $2, $3, "cpu"] = $9 }
+	END {
+		print "Step targets, per-round ratios (median, range):"
+		print ""
+		print "| target | measured | goal | verdict |"
+		print "|---|---:|---|---|"
+		ratio("Go echo step from a snapshot / without (req/s)", "step", "agentrt-go", "step", "init-go", "rps", 10, 1)
+		ratio("Go echo step / the baseline build, BENCH_BASELINE (req/s)", "step", "agentrt-go", "step", "base-go", "rps", 10, 1)
+		ratio("TinyGo echo step / Go echo step (req/s)", "step", "agentrt-tinygo", "step", "agentrt-go", "rps", 2, 0)
+		ratio("Rust echo step / create-task (server CPU per request)", "step", "agentrt-rust", "create", "agentrt-go", "cpu", 3, 0)
+		ratio("Rust echo step / the JS SDK step (req/s)", "step", "agentrt-rust", "step", "js", "rps", 2, 1)
+		print ""
+	}' "$RESULTS"
+}
+
 REPORT="$(
 	echo "$MACHINE"
 	echo
@@ -283,6 +335,7 @@ REPORT="$(
 		}
 	}' "$RESULTS"
 	echo
+	targets
 	echo "Per run (scenario, server, round, req/s, p50 ms, p99 ms, errors, server cores, server CPU µs/req, cores used by wrk and everything else on the machine):"
 	echo
 	echo '```'
