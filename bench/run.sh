@@ -25,7 +25,7 @@
 #   BENCH_SEED_TASKS [10000] tasks stored before get-task
 #   BENCH_STEP_TASKS [100]  tasks the steps are spread over
 #   BENCH_SCENARIOS ["create get step"]
-#   BENCH_INIT [go]         languages whose echo step is also measured with
+#   BENCH_INIT [go]         languages (empty: none) whose echo step is also measured with
 #                           --snapshots=false (init-go, init-tinygo, init-rust)
 #   BENCH_OUT               also write the markdown report to this file
 #   BENCH_TMP [$TMPDIR or /tmp]  where the temp data dirs go (use a disk, not tmpfs:
