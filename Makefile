@@ -98,7 +98,7 @@ test: toolchains plugins build/agentrt test-go test-kit-go test-rust fuzz-short 
 # than go test's default 10 minutes on a busy 2-core machine.
 test-go: plugins
 	for m in $(GO_MODULES); do \
-		(cd $$m && AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 -timeout 30m ./...) || exit 1; \
+		(cd $$m && AGENTRT_PLUGINS=$(CURDIR)/$(PLUGIN_DIR) $(GO) test -race -count=1 -timeout 45m ./...) || exit 1; \
 	done
 	@# Resident memory after attacks is measured without the race detector,
 	@# whose shadow memory would hide it.

@@ -78,11 +78,12 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 			return nil, Errorf(EABORTED, "the request was cancelled while the task handler ran")
 		}
 		if err != nil {
-			a.log.WarnContext(ctx, "task handler failed", "task_id", t.TaskID, "err", logText(err))
+			a.logFailedTask(ctx, call, err)
 			return nil, handlerError(HandlerTask, err)
 		}
 		more, err := plannedSteps(t, res.Steps)
 		if err != nil {
+			a.logFailedTask(ctx, call, err)
 			return nil, handlerError(HandlerTask, err)
 		}
 		planned = append(planned, more...)

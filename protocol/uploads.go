@@ -224,7 +224,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 		defer call.discard() // a no-op once recorded
 		if res.Replace != nil {
 			if err := u.replace(ctx, call, art, res.Replace); err != nil {
-				a.recordTime(ctx, u.taskID, used)
+				a.recordTime(ctx, u.taskID, used, fitTaskLog(&b.Limits, task, call.logs))
 				rollback()
 				return nil, handlerError(HandlerArtifact, err)
 			}
@@ -323,8 +323,10 @@ func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, a
 	a.observe(HandlerArtifact, elapsed, err)
 	if err != nil || res.Reject != "" {
 		// The upload is not kept, but the time the plugin took counts
-		// against the task's budget all the same.
-		a.recordTime(ctx, art.TaskID, elapsed)
+		// against the task's budget all the same, and what it logged (why
+		// it rejected the upload, say) is kept in the task's log.
+		call.flushOutput()
+		a.recordTime(ctx, art.TaskID, elapsed, fitTaskLog(&b.Limits, task, call.logs))
 	}
 	switch {
 	case err != nil && stopCause(ctx) != nil:
@@ -342,9 +344,9 @@ func (a *Agent) runArtifactHandler(ctx context.Context, b *served, task *Task, a
 }
 
 // recordTime counts plugin time a handler call used against its task's
-// budget, when nothing else of the call is recorded.
-func (a *Agent) recordTime(ctx context.Context, taskID string, used time.Duration) {
-	if err := a.store.AddArtifacts(context.WithoutCancel(ctx), taskID, nil, TaskLog{}, used); err != nil {
+// budget, with what it logged, when nothing else of the call is recorded.
+func (a *Agent) recordTime(ctx context.Context, taskID string, used time.Duration, log TaskLog) {
+	if err := a.store.AddArtifacts(context.WithoutCancel(ctx), taskID, nil, log, used); err != nil {
 		a.log.WarnContext(ctx, "recording plugin time", "task_id", taskID, "err", err)
 	}
 }

@@ -375,7 +375,7 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 			}
 		}
 		if !p.exports[abi.StepExport] {
-			return errors.New("defines no step handler, which every plugin must")
+			return errors.New(noStepHandler)
 		}
 	}
 	return nil
@@ -516,15 +516,9 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 	}
 	res, err := fn.Call(callCtx)
 	if err != nil {
-		failure := p.failure(ctx, err)
 		// A plugin out of memory traps soon after a refused memory.grow,
-		// in words of its own language's runtime.
-		if mem.refused > 0 && failure.Code == protocol.EPLUGIN {
-			failure.Message += fmt.Sprintf(" (it ran out of memory: it asked for %s, over its limit of %s)",
-				byteSize(mem.refused), byteSize(mem.limit))
-			failure.Cause = protocol.CauseOutOfMemory
-		}
-		return 0, failure
+		// in words of its own language's runtime (failure.go).
+		return 0, nameCause(p.failure(ctx, err), err, mem)
 	}
 	return int32(res[0]), nil
 }

@@ -338,11 +338,11 @@ func marshal(v any) ([]byte, error) {
 }
 
 // guard runs fn, turning a panic into an error so that the client learns
-// what went wrong.
+// what went wrong and where (panic.go).
 func guard(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
+			err = panicError(r, stack())
 		}
 	}()
 	return fn()

@@ -419,19 +419,19 @@ func TestAHandlerErrorOrPanicBecomesTheResultsError(t *testing.T) {
 			`{"error":"the model is down"}`},
 		{"step panic", stepInput, exportOnStep,
 			func() { HandleStep(func(*Step) (Result, error) { panic("index out of range") }) },
-			`{"error":"panic: index out of range"}`},
+			`{"error":"panic: index out of range (at github.com/agentrt/agentrt/plugins/go.TestAHandlerErrorOrPanicBecomesTheResultsError.func2.1 go/agent_test.go:`},
 		{"step panic with an error", stepInput, exportOnStep,
 			func() { HandleStep(func(*Step) (Result, error) { panic(fmt.Errorf("wrapped: %w", boom)) }) },
-			`{"error":"panic: wrapped: the model is down"}`},
+			`{"error":"panic: wrapped: the model is down (at github.com/agentrt/agentrt/plugins/go.TestAHandlerErrorOrPanicBecomesTheResultsError.func3.1 go/agent_test.go:`},
 		{"task error drops the plan", taskInput, exportOnTask,
 			func() { HandleTask(func(*Task) ([]PlannedStep, error) { return []PlannedStep{{Name: "a"}}, boom }) },
 			`{"error":"the model is down"}`},
 		{"task panic", taskInput, exportOnTask,
 			func() { HandleTask(func(*Task) ([]PlannedStep, error) { panic("nil map") }) },
-			`{"error":"panic: nil map"}`},
+			`{"error":"panic: nil map (at github.com/agentrt/agentrt/plugins/go.TestAHandlerErrorOrPanicBecomesTheResultsError.func5.1 go/agent_test.go:`},
 		{"artifact panic", artifactInput, exportOnArtifact,
 			func() { HandleArtifact(func(*Task, *Artifact) error { panic("bad zip") }) },
-			`{"error":"panic: bad zip"}`},
+			`{"error":"panic: bad zip (at github.com/agentrt/agentrt/plugins/go.TestAHandlerErrorOrPanicBecomesTheResultsError.func6.1 go/agent_test.go:`},
 		{"error text escaped", stepInput, exportOnStep,
 			func() { HandleStep(func(*Step) (Result, error) { return Result{}, errors.New("line 1\n\"2\"") }) },
 			`{"error":"line 1\n\"2\""}`},
@@ -444,7 +444,19 @@ func TestAHandlerErrorOrPanicBecomesTheResultsError(t *testing.T) {
 			if code := tt.run(); code != 1 {
 				t.Errorf("returned %d, want 1", code)
 			}
-			if got := h.result(); got != tt.want {
+			// A panic's error names where it happened (the handler's
+			// closure, in this file, its line aside), and its stack is logged.
+			got := h.result()
+			if strings.HasPrefix(tt.name, "step panic") || strings.HasSuffix(tt.name, " panic") {
+				if !strings.HasPrefix(got, tt.want) || !strings.HasSuffix(got, `; the stack is in the log)"}`) {
+					t.Errorf("result %s, want %s...", got, tt.want)
+				}
+				if len(h.logs) != 1 || h.logs[0].level != abi.LevelError || !strings.Contains(h.logs[0].text, "goroutine ") {
+					t.Errorf("logs = %q, want the panic's stack at level error", h.logs)
+				}
+				return
+			}
+			if got != tt.want {
 				t.Errorf("result %s, want %s", got, tt.want)
 			}
 		})
