@@ -69,18 +69,7 @@ func (a *Agent) release(b *served) {
 func (a *Agent) Serve(b *Build) (drained <-chan struct{}) {
 	var next *served
 	if b != nil {
-		settings := b.Settings
-		if settings == nil {
-			settings = map[string]string{}
-		}
-		conf, _ := MarshalJSON(settings) // strings always marshal
-		next = &served{Build: b, config: conf, schemes: b.Schemes, drained: make(chan struct{})}
-		if next.schemes.Input == nil {
-			next.schemes.Input = DefaultArtifactSchemes.Input
-		}
-		if next.schemes.Output == nil {
-			next.schemes.Output = DefaultArtifactSchemes.Output
-		}
+		next = newServed(b)
 	}
 	s := &a.build
 	s.mu.Lock()
@@ -108,4 +97,22 @@ func (a *Agent) Serving() *Build {
 		return nil
 	}
 	return s.cur.Build
+}
+
+// newServed is build b ready to serve, its settings as the JSON its
+// plugin reads.
+func newServed(b *Build) *served {
+	settings := b.Settings
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	conf, _ := MarshalJSON(settings) // strings always marshal
+	next := &served{Build: b, config: conf, schemes: b.Schemes, drained: make(chan struct{})}
+	if next.schemes.Input == nil {
+		next.schemes.Input = DefaultArtifactSchemes.Input
+	}
+	if next.schemes.Output == nil {
+		next.schemes.Output = DefaultArtifactSchemes.Output
+	}
+	return next
 }

@@ -11,7 +11,7 @@ import (
 // (package hostapi) acts on it; a Call is used by one goroutine at a time,
 // while its task is locked.
 type Call struct {
-	agent   *Agent
+	staging BlobStore // where the artifacts it creates are staged
 	build   *served
 	codec   Codec
 	handler Handler
@@ -49,9 +49,15 @@ type Call struct {
 
 // newCall starts a call of the handler in.Handler of build b.
 func (a *Agent) newCall(b *served, in *HandlerInput) *Call {
+	return startCall(b, a.store, a.store.Workspace(in.Task.TaskID, b.Limits.WorkspaceQuota()), in)
+}
+
+// startCall starts a call of the handler in.Handler of build b on the
+// task's workspace ws, staging the artifacts it creates in staging.
+func startCall(b *served, staging BlobStore, ws Workspace, in *HandlerInput) *Call {
 	codec := b.Plugin.Codec()
 	c := &Call{
-		agent:     a,
+		staging:   staging,
 		build:     b,
 		codec:     codec,
 		handler:   in.Handler,
@@ -61,7 +67,7 @@ func (a *Agent) newCall(b *served, in *HandlerInput) *Call {
 		input:     codec.EncodeInput(in),
 		artifacts: []Artifact{},
 		use:       artifactsOf(in.Task),
-		workspace: a.store.Workspace(in.Task.TaskID, b.Limits.workspaceQuota()),
+		workspace: ws,
 	}
 	if in.Handler == HandlerArtifact && in.Artifact != nil {
 		c.use.add(in.Artifact.Size) // the upload, not yet recorded
@@ -187,7 +193,7 @@ func (c *Call) CreateArtifact(ctx context.Context, spec ArtifactSpec, data []byt
 		if err := c.checkArtifactSize(int64(len(data))); err != nil {
 			return "", err
 		}
-		if blob, err = c.agent.store.StageArtifact(ctx, id); err != nil {
+		if blob, err = c.staging.StageArtifact(ctx, id); err != nil {
 			return "", err
 		}
 		_, err := blob.Write(data)

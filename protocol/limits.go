@@ -112,8 +112,8 @@ func (l *Limits) artifactRoom(u artifactUse, max int64) (room int64, quota bool)
 	return max, false
 }
 
-// workspaceQuota is what a task's workspace may hold.
-func (l *Limits) workspaceQuota() WorkspaceQuota {
+// WorkspaceQuota is what a task's workspace may hold.
+func (l *Limits) WorkspaceQuota() WorkspaceQuota {
 	return WorkspaceQuota{Bytes: l.MaxWorkspaceBytes, Entries: l.MaxWorkspaceFiles}
 }
 

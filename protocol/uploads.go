@@ -201,7 +201,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 	rollback := func() {}
 	var placed Placement
 	if art.URI == "" {
-		placed, err = a.store.Workspace(u.taskID, b.Limits.workspaceQuota()).Place(ctx, art.WorkspacePath(), u.id)
+		placed, err = a.store.Workspace(u.taskID, b.Limits.WorkspaceQuota()).Place(ctx, art.WorkspacePath(), u.id)
 		if err != nil {
 			return nil, err
 		}
@@ -249,6 +249,10 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 	return art, nil
 }
 
+// errReplacedFile is an artifact handler's replacement of an uploaded
+// file: only URI uploads are replaced.
+var errReplacedFile = &Error{Code: EPLUGIN, Message: "it replaced an uploaded file; only URI uploads are replaced"}
+
 // replace makes art, a URI upload, what the artifact handler of call put
 // in its place: another URI the agent accepts, or the bytes of a
 // workspace file (the artifact is then that file, named by its path, held
@@ -256,7 +260,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 // is the plugin's failure (EPLUGIN).
 func (u *Upload) replace(ctx context.Context, call *Call, art *Artifact, r *Replacement) error {
 	if art.URI == "" {
-		return Errorf(EPLUGIN, "it replaced an uploaded file; only URI uploads are replaced")
+		return errReplacedFile
 	}
 	switch {
 	case (r.URI == "") == (r.WorkspacePath == ""):

@@ -6,6 +6,8 @@
 //	agentrt check URL [--json] [--only GROUP]
 //	agentrt client COMMAND [flags]
 //	agentrt keys create|list|revoke [flags]
+//	agentrt new go|tinygo|rust DIR [--name NAME]
+//	agentrt call PLUGIN.wasm task|step|artifact [--input TEXT] [--workspace DIR]
 //	agentrt version
 //
 // This is the only package that wires the others together.
@@ -59,6 +61,8 @@ Usage:
   agentrt check URL [flags]         check any Agent Protocol server against the protocol
   agentrt client COMMAND [flags]    talk to any Agent Protocol server: tasks, steps, artifacts
   agentrt keys COMMAND [flags]      create, list and revoke the API keys of a data directory
+  agentrt new go|tinygo|rust DIR    write a plugin project: a handler, its test, a Makefile
+  agentrt call PLUGIN.wasm HANDLER  run one handler (task, step, artifact) once in the sandbox, without a server
   agentrt version                   print the version
   agentrt help                      print this help
 
@@ -80,7 +84,7 @@ func main() {
 		stop()
 	}()
 	if err := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errCallFailed) {
 			fmt.Fprintf(os.Stderr, "agentrt: %v\n", err)
 		}
 		stop()
@@ -129,6 +133,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return clientCommand(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return keysCommand(ctx, args[1:], stdout, stderr)
+	case "new":
+		return newCommand(args[1:], stdout, stderr)
+	case "call":
+		return callCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "agentrt %s (plugin ABI %d, %s)\n", version, abi.Version, goruntime.Version())
 		return nil

@@ -73,6 +73,9 @@ type runConfig struct {
 	requireAuth     bool
 	cors            httpapi.CORS
 	shutdownTimeout time.Duration
+	// call is what "agentrt call" is told besides the limits (call.go);
+	// nil for run and serve.
+	call *callConfig
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -139,12 +142,19 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	fs := flag.NewFlagSet("agentrt "+command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		if command == "serve" {
+		switch command {
+		case "serve":
 			fmt.Fprint(stderr, serveUsage)
-		} else {
+		case "call":
+			printCallUsage(fs, stderr)
+			return
+		default:
 			fmt.Fprint(stderr, runUsage)
 		}
 		fs.PrintDefaults()
+	}
+	if command == "call" {
+		cfg.call = addCallFlags(fs)
 	}
 	if command == "serve" {
 		fs.StringVar(&cfg.pluginDir, "plugins", "", "the plugin `DIR`: each NAME.wasm in it is an agent")
@@ -224,6 +234,11 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 		fs.Usage()
 		return nil, &usageError{"serve needs -plugins DIR"}
 	case command == "serve":
+	case command == "call":
+		if err := cfg.call.setArgs(fs, positional); err != nil {
+			return nil, err
+		}
+		cfg.plugin = positional[0]
 	case len(positional) == 0:
 		fs.Usage()
 		return nil, &usageError{"run needs the path of a plugin (.wasm)"}

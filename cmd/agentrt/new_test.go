@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// kitGoVersion is the lowest Go the kit promises (the go line of
+// plugins/go.mod), as a GOTOOLCHAIN value.
+func kitGoVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "plugins", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("plugins/go.mod has no go line of the form 1.NN:\n%s", b)
+	}
+	return "go" + string(m[1]) + ".0"
+}
+
+// make runs make in dir with env, failing the test with its output.
+func runMake(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// A project that agentrt new writes, in each language, outside the
+// repository: its test passes and it builds as written (Go with the
+// lowest Go the kit promises), and the plugin it builds runs its handler
+// under "make call", keeping notes in its workspace directory.
+func TestNewProjectsBuildAndPassTheirTestsOutsideTheRepository(t *testing.T) {
+	agentrt := agentrtBinary(t)
+	for _, lang := range languages {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "My Notes")
+			var stdout, stderr bytes.Buffer
+			if err := runMain(context.Background(), []string{"new", lang, dir, "--kit", repoRoot}, &stdout, &stderr); err != nil {
+				t.Fatalf("agentrt new: %v\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), `agent "my-notes"`) {
+				t.Errorf("agentrt new said %q, want the agent named after the directory", stdout.String())
+			}
+			env := append(os.Environ(), "AGENTRT_CACHE="+agentrtCache())
+			switch lang {
+			case "go":
+				// The kit's promise: the lowest Go it names builds it.
+				env = append(env, "GOTOOLCHAIN="+kitGoVersion(t))
+			case "rust":
+				// Offline, with the cargo the Makefile chose: no registry is reachable.
+				env = append(env, "CARGO_NET_OFFLINE=true")
+			}
+			runMake(t, dir, env, "test")
+			runMake(t, dir, env)
+			if _, err := os.Stat(filepath.Join(dir, "my-notes.wasm")); err != nil {
+				t.Fatalf("make built no my-notes.wasm: %v", err)
+			}
+			call := func(input string) string {
+				return runMake(t, dir, env, "call", "AGENTRT="+agentrt, "INPUT="+input)
+			}
+			call("milk")
+			call("bread")
+			done := call("done")
+			for _, want := range []string{"  output: Here are your notes: notes.txt", "  is_last: true", `notes.txt (11 B): "milk\nbread\n"`} {
+				if !strings.Contains(done, want) {
+					t.Errorf("make call INPUT=done lacks %q:\n%s", want, done)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "workspace", "notes.txt")); string(b) != "milk\nbread\n" {
+				t.Errorf("workspace/notes.txt = %q", b)
+			}
+		})
+	}
+}
+
+func TestNewRefusesANonEmptyDirectoryABadNameAndAPlaceThatIsNoCheckout(t *testing.T) {
+	full := filepath.Join(t.TempDir(), "full")
+	os.Mkdir(full, 0o755)
+	os.WriteFile(filepath.Join(full, "main.go"), []byte("package main"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"go", full, "--kit", repoRoot}, "is not empty"},
+		{[]string{"go", filepath.Join(t.TempDir(), "x"), "--name", "9lives", "--kit", repoRoot}, "bad project name"},
+		{[]string{"go", filepath.Join(t.TempDir(), "x"), "--name", "a/b", "--kit", repoRoot}, "bad project name"},
+		{[]string{"cobol", filepath.Join(t.TempDir(), "x"), "--kit", repoRoot}, "unknown language"},
+		{[]string{"go", filepath.Join(t.TempDir(), "x"), "--kit", t.TempDir()}, "is not a checkout of agentrt"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := runMain(context.Background(), append([]string{"new"}, tc.args...), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("new %q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(full, "main.go")); string(b) != "package main" {
+		t.Errorf("a refused new changed the directory: %q", b)
+	}
+}
+
+func TestNewFindsTheCheckoutAboveTheBinary(t *testing.T) {
+	got, err := checkoutAbove(filepath.Join(repoRoot, "build", "agentrt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := filepath.Abs(repoRoot); filepath.Clean(got) != filepath.Clean(want) {
+		t.Errorf("found %s, want %s", got, want)
+	}
+	if _, err := checkoutAbove(filepath.Join(t.TempDir(), "bin", "agentrt")); err == nil || !strings.Contains(err.Error(), "-kit") {
+		t.Errorf("a binary outside a checkout: %v, want a hint to give -kit", err)
+	}
+}
