@@ -118,6 +118,7 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	}
 	code, elapsed, err := call.build.Plugin.Run(ctx, call.handler, call)
 	err = call.explainFailure(err)
+	a.logCall(ctx, call, elapsed)
 	// The budget's deadline may pass before the plugin's time is counted
 	// (while the call waits for an instance): that is the budget too.
 	if ErrorCode(err) == ETIMEOUT && max > 0 && (elapsed >= remaining || errors.Is(ctx.Err(), context.DeadlineExceeded)) {

@@ -1,7 +1,8 @@
 // Command agentrt serves an agent, written as a WebAssembly plugin, over the
 // Agent Protocol v1.
 //
-//	agentrt run PLUGIN.wasm [--addr HOST:PORT] [--data DIR] [flags]
+//	agentrt run PLUGIN.wasm [--addr HOST:PORT] [--data DIR] [--dev] [flags]
+//	agentrt dev PLUGIN.wasm [flags]
 //	agentrt serve --plugins DIR [--default NAME] [flags]
 //	agentrt check URL [--json] [--only GROUP]
 //	agentrt client COMMAND [flags]
@@ -56,6 +57,8 @@ const usage = `agentrt serves an agent, written as a WebAssembly plugin, over th
 
 Usage:
   agentrt run PLUGIN.wasm [flags]   serve the plugin's agent at http://ADDR/ap/v1
+  agentrt dev PLUGIN.wasm [flags]   run --dev: requests and the plugin's log in the terminal,
+                                    the plugin reloaded whenever it is rebuilt
   agentrt serve --plugins DIR       serve every plugin of DIR, each at http://ADDR/agents/NAME/ap/v1,
                                     picking up plugins added, replaced and removed
   agentrt check URL [flags]         check any Agent Protocol server against the protocol
@@ -117,6 +120,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch args[0] {
 	case "run":
 		cfg, err := parseRunFlags(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cfg, stderr)
+	case "dev":
+		cfg, err := parseRunFlags(append([]string{"--dev"}, args[1:]...), stderr)
 		if err != nil {
 			return err
 		}

@@ -76,6 +76,9 @@ type runConfig struct {
 	// call is what "agentrt call" is told besides the limits (call.go);
 	// nil for run and serve.
 	call *callConfig
+	// dev is run's -dev (dev.go): the log for a terminal, every request
+	// and handler call in it, the plugin reloaded when its file changes.
+	dev bool
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
@@ -161,6 +164,9 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 		fs.StringVar(&cfg.defaultAgent, "default", "", "the agent (a `NAME`) also served at /ap/v1")
 	} else {
 		fs.StringVar(&cfg.name, "name", "", "the agent's `NAME` (default: the plugin's file name without .wasm)")
+	}
+	if command == "run" {
+		fs.BoolVar(&cfg.dev, "dev", false, "for a plugin's author: a log for the terminal with every request and the plugin's log lines (-log-level debug, -access-log), and the plugin reloaded whenever its file changes")
 	}
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8000", "`HOST:PORT` to listen on")
 	fs.StringVar(&cfg.dataDir, "data", "./agentrt-data", "data `DIR`: database, artifacts, workspaces, compiled-code cache")
@@ -258,6 +264,12 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 			return nil, &usageError{fmt.Sprintf("bad -default %q: %v", cfg.defaultAgent, err)}
 		}
 	}
+	if cfg.dev && !flagSet(fs, "log-level") {
+		logLevel = "debug"
+	}
+	if cfg.dev && !flagSet(fs, "access-log") {
+		cfg.accessLog = true
+	}
 	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
 	}
@@ -326,6 +338,9 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 // progress (a step being executed) finish first.
 func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	if cfg.dev {
+		log = slog.New(httpapi.LogHandler(newConsoleHandler(stderr, cfg.logLevel)))
+	}
 	srv, err := open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -520,6 +535,12 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		Ready:               store.Ping,
 	})
 	srv.handler = srv.api
+	if cfg.dev {
+		if err := srv.watchPlugin(cfg, log); err != nil {
+			srv.Close()
+			return nil, err
+		}
+	}
 	return srv, nil
 }
 

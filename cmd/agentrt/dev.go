@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// "agentrt run --dev" (or "agentrt dev") is run for a plugin's author: the
+// server log in the terminal, readable, with a line per request and each
+// handler call's log as it ends; and the plugin reloaded whenever its
+// file changes (a rebuild), through the plugin directory's machinery: the
+// dirWatcher waits for the file to settle, the fleet loads it and swaps it
+// in while calls in progress end on the old build, and a build that fails
+// to load leaves the previous one serving.
+
+// watchPlugin follows run's plugin file and loads each new build of it.
+func (s *server) watchPlugin(cfg *runConfig, log *slog.Logger) error {
+	dir, base := filepath.Split(cfg.plugin)
+	name := pluginFileName(base)
+	if name == "" || !strings.HasSuffix(base, pluginExt) {
+		return fmt.Errorf("--dev reloads a plugin file named NAME%s; %s is not", pluginExt, cfg.plugin)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	reload := func() { s.fleet.reloadPlugin(ctx, cfg.plugin, cfg.name) }
+	w := &dirWatcher{dir: dir, settle: cfg.settle, log: log, rescan: reload, changed: func(changed string) {
+		if changed == name {
+			reload()
+		}
+	}}
+	fw, err := w.watch()
+	if err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx, fw)
+	}()
+	s.stopWatching = func() { cancel(); <-done }
+	log.Info("watching the plugin file: a rebuild is loaded as soon as it is written", "file", cfg.plugin)
+	return nil
+}
+
+// reloadPlugin loads the plugin at path again and serves it as agent
+// name, unless its code is the build's already. A build that fails to load
+// is logged, and the previous one keeps serving.
+func (f *fleet) reloadPlugin(ctx context.Context, path, name string) {
+	code, err := readLimited(path, int64(f.cfg.maxPluginSize))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.log.Warn("the plugin file is gone; the loaded build keeps serving", "file", path)
+		return
+	case errors.Is(err, errTooLarge):
+		f.log.Warn("the rebuilt plugin is over the limit for a plugin; the previous build keeps serving", "file", path, "limit", int64(f.cfg.maxPluginSize))
+		return
+	case err != nil:
+		f.log.Warn("reading the rebuilt plugin failed; the previous build keeps serving", "file", path, "err", err)
+		return
+	}
+	sum := sha256.Sum256(code)
+	f.mu.RLock()
+	a := f.agents[name]
+	same := a != nil && a.build != nil && a.build.plugin.SHA256() == hex.EncodeToString(sum[:])
+	f.mu.RUnlock()
+	if a == nil || same {
+		return
+	}
+	start := time.Now()
+	l := f.operatorLimits()
+	p, own, err := f.loadPlugin(ctx, path, code, l)
+	if err != nil {
+		f.log.Warn("the rebuilt plugin failed to load; the previous build keeps serving", "err", err)
+		return
+	}
+	f.mu.Lock()
+	f.retire(a, &fleetBuild{plugin: p, limiter: own, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()})
+	f.mu.Unlock()
+	f.log.Info("plugin reloaded", "agent", name, "sha256", p.SHA256()[:12], "took", time.Since(start).Round(time.Millisecond))
+}
+
+// consoleHandler is a slog.Handler for a terminal: one short line a
+// record, "15:04:05 message key=value ...", a request as
+// "POST /ap/v1/agent/tasks 200 3.1ms", and a plugin's log lines indented
+// under the call that logged them. What a plugin wrote is shown with its
+// control characters escaped: it cannot drive the terminal.
+type consoleHandler struct {
+	mu    *sync.Mutex
+	w     io.Writer
+	level slog.Leveler
+	attrs []slog.Attr
+}
+
+func newConsoleHandler(w io.Writer, level slog.Leveler) *consoleHandler {
+	return &consoleHandler{mu: &sync.Mutex{}, w: w, level: level}
+}
+
+func (h *consoleHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.level.Level()
+}
+
+func (h *consoleHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr(nil), h.attrs...), attrs...)
+	return &c
+}
+
+// WithGroup keeps the group's attributes unqualified: a console line is
+// short.
+func (h *consoleHandler) WithGroup(string) slog.Handler { return h }
+
+func (h *consoleHandler) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{}
+	var rest []string
+	add := func(a slog.Attr) bool {
+		v := a.Value.Resolve().String()
+		attrs[a.Key] = v
+		switch a.Key {
+		case "agent", "handler", "level", "message", "method", "path", "status", "ms",
+			"bytes", "remote", "key_name", "request_id": // for a terminal, noise
+		default:
+			rest = append(rest, a.Key+"="+printableLine(v, 200))
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	var line string
+	switch r.Message {
+	case "request":
+		line = fmt.Sprintf("%s %s %s %sms", attrs["method"], printableLine(attrs["path"], 200), attrs["status"], attrs["ms"])
+	case "plugin log":
+		line = fmt.Sprintf("  │ %-6s %s", attrs["level"], indented(attrs["message"], "  │        "))
+		rest = nil
+	case "handler ran":
+		line = fmt.Sprintf("%s handler ran", attrs["handler"])
+	default:
+		line = r.Message
+		if r.Level >= slog.LevelWarn {
+			line = strings.ToUpper(r.Level.String()) + " " + line
+		}
+	}
+	if len(rest) > 0 {
+		line += "  " + strings.Join(rest, " ")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := fmt.Fprintf(h.w, "%s %s\n", r.Time.Format("15:04:05.000"), line)
+	return err
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
