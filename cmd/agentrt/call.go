@@ -384,7 +384,7 @@ func (r *callReport) print(ctx context.Context, w io.Writer) error {
 				fmt.Fprintf(&b, ": %s", printableLine(in, 0))
 			}
 			if string(s.AdditionalInput) != "{}" {
-				fmt.Fprintf(&b, "  %s", s.AdditionalInput)
+				fmt.Fprintf(&b, "  %s", printable(string(s.AdditionalInput)))
 			}
 			b.WriteString("\n")
 		}
@@ -399,7 +399,7 @@ func (r *callReport) print(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(&b, "  output: %s\n", indented(*s.Output, "          "))
 		}
 		if len(s.AdditionalOutput) > 0 {
-			fmt.Fprintf(&b, "  additional_output: %s\n", s.AdditionalOutput)
+			fmt.Fprintf(&b, "  additional_output: %s\n", printable(string(s.AdditionalOutput)))
 		}
 		fmt.Fprintf(&b, "  is_last: %v\n", s.IsLast)
 	case t.Rejected != "":

@@ -141,6 +141,11 @@ func TestCallPrintsJSONAndRefusesWhatIsNotForIt(t *testing.T) {
 			t.Errorf("agentrt call %q: err = %v, want a usage error", args, err)
 		}
 	}
+	// What the plugin wrote cannot drive the terminal.
+	escaped := mustCall(t, plugin, "step", "--input", "red \x1b[31m\u009b2J")
+	if strings.ContainsAny(escaped, "\x1b\u009b") || !strings.Contains(escaped, `output: red \x1b[31m\u009b2J`) {
+		t.Errorf("control characters reached the terminal:\n%q", escaped)
+	}
 	if _, err := callAgentrt(t, examplePlugin(t, "echo-go"), "task"); err == nil || !strings.Contains(err.Error(), "defines no task handler") {
 		t.Errorf("calling a handler the plugin lacks: %v", err)
 	}
