@@ -33,7 +33,8 @@ PLUGINS    := $(foreach e,$(EXAMPLES),$(foreach l,$(LANGS),$(if $(wildcard examp
 GO_KIT     := $(wildcard plugins/go/*.go plugins/abi/*.go plugins/go.mod)
 RUST_KIT   := $(wildcard plugins/rust/Cargo.toml plugins/rust/src/*.rs)
 HOST_SRC   := $(shell find cmd protocol storage runtime hostapi plugins/abi plugins/manifest -name '*.go' -not -name '*_test.go') \
-              $(wildcard storage/migrations/*.sql plugins/manifest/schema.json) go.mod go.sum plugins/go.mod plugins/manifest/go.mod
+              $(wildcard storage/migrations/*.sql plugins/manifest/schema.json) go.mod go.sum plugins/go.mod plugins/manifest/go.mod \
+              $(shell find cmd/agentrt/templates -type f)
 
 # The Go modules of the repository: the host, the plugin kit (plugins/: the
 # ABI package and the Go/TinyGo kit, which plugins import) and the manifest
