@@ -89,43 +89,56 @@ func TestAHandlerRegisteredInMainIsRefusedWithAHint(t *testing.T) {
 // A failed task handler leaves no task, and its log goes to the server's
 // log, which names no task id that would answer 404.
 func TestAFailedTaskHandlersLogIsInTheServerLog(t *testing.T) {
-	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"))
-	res := ts.do("POST", "/ap/v1/agent/tasks", "application/json", `{"input":"fail-task"}`)
-	res.wantError(t, 502, "task handler failed: the plan failed")
-	log := ts.log.String()
-	var failure string
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "task handler failed") {
-			failure = line
-		}
-	}
-	if failure == "" || strings.Contains(failure, "task_id") {
-		t.Errorf("server log line %q: want the failure, naming no task", failure)
-	}
-	for _, want := range []string{`message="planning \"fail-task\""`, `message="cannot plan this"`} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the server log lacks the handler's line %s:\n%s", want, log)
-		}
-	}
-	var list protocol.TaskList
-	ts.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200).decode(t, &list)
-	if len(list.Tasks) != 0 {
-		t.Errorf("a failed task handler left tasks: %+v", list.Tasks)
+	for _, lang := range languages {
+		t.Run(lang, func(t *testing.T) {
+			ts := serve(t, faultyPlugin(t, lang))
+			res := ts.do("POST", "/ap/v1/agent/tasks", "application/json", `{"input":"fail-task"}`)
+			res.wantError(t, 502, "task handler failed: the plan failed")
+			log := ts.log.String()
+			var failure string
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "task handler failed") {
+					failure = line
+				}
+			}
+			if failure == "" || strings.Contains(failure, "task_id") {
+				t.Errorf("server log line %q: want the failure, naming no task", failure)
+			}
+			for _, want := range []string{`message="planning \"fail-task\""`, `message="cannot plan this"`} {
+				if !strings.Contains(log, want) {
+					t.Errorf("the server log lacks the handler's line %s:\n%s", want, log)
+				}
+			}
+			var list protocol.TaskList
+			ts.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200).decode(t, &list)
+			if len(list.Tasks) != 0 {
+				t.Errorf("a failed task handler left tasks: %+v", list.Tasks)
+			}
+		})
 	}
 }
 
 // An upload the artifact handler rejects or fails is not kept, but what
 // the handler logged is, in the task's log.
 func TestARefusedUploadsHandlerLogIsInTheTaskLog(t *testing.T) {
-	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"))
-	for file, status := range map[string]int{"x.bad": 422, "x.fail": 502} {
-		task := ts.createTask(`{}`)
-		ts.upload(task.TaskID, part{name: "file", fileName: file, value: "data"}).want(t, status)
-		var logs struct{ Logs []protocol.LogRecord }
-		ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID+"/logs", "", "").want(t, 200).decode(t, &logs)
-		b, _ := json.Marshal(logs.Logs)
-		if !strings.Contains(string(b), `"message":"checking `+file+`"`) {
-			t.Errorf("%s: the task log %s lacks the handler's line", file, b)
-		}
+	for _, lang := range languages {
+		t.Run(lang, func(t *testing.T) {
+			ts := serve(t, faultyPlugin(t, lang))
+			for file, status := range map[string]int{"x.bad": 422, "x.fail": 502} {
+				task := ts.createTask(`{}`)
+				ts.upload(task.TaskID, part{name: "file", fileName: file, value: "data"}).want(t, status)
+				var logs struct{ Logs []protocol.LogRecord }
+				ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID+"/logs", "", "").want(t, 200).decode(t, &logs)
+				b, _ := json.Marshal(logs.Logs)
+				if !strings.Contains(string(b), `"message":"checking `+file+`"`) {
+					t.Errorf("%s: the task log %s lacks the handler's line", file, b)
+				}
+				var got protocol.Task
+				ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID, "", "").want(t, 200).decode(t, &got)
+				if len(got.Artifacts) != 0 {
+					t.Errorf("%s: a refused upload was kept: %+v", file, got.Artifacts)
+				}
+			}
+		})
 	}
 }
