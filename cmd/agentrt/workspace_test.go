@@ -354,8 +354,13 @@ func TestArtifactHandlerAcceptsRejectsAndProcessesUploads(t *testing.T) {
 	}
 	var logs struct{ Logs []protocol.LogRecord }
 	ts.do("GET", "/ap/v1/agent/tasks/"+id+"/logs", "", "").want(t, 200).decode(t, &logs)
-	if len(logs.Logs) != 1 || logs.Logs[0].Message != "received shout.upper" {
-		t.Errorf("task logs = %+v, want the accepted upload's handler log", logs.Logs)
+	// Every handler call's lines are kept, a refused upload's too.
+	var got []string
+	for _, l := range logs.Logs {
+		got = append(got, l.Message)
+	}
+	if want := "received virus.exe,received data.fail,received keep.exe,received shout.upper"; strings.Join(got, ",") != want {
+		t.Errorf("task logs = %q, want every upload's handler log, %s", got, want)
 	}
 	assertNoStrayFiles(t, ts.cfg.dataDir)
 }
