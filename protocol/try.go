@@ -181,7 +181,7 @@ func (t *Tried) finish(call *Call, code int32) error {
 	default:
 		res, err := finish(call, code, call.codec.DecodeArtifactResult)
 		if err == nil && res.Replace != nil {
-			return errReplacedFile // a tried upload is a file
+			return errReplacedFile() // a tried upload is a file
 		}
 		if err == nil {
 			t.Rejected = cutText(res.Reject, maxPluginText)

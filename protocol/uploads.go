@@ -249,9 +249,11 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 	return art, nil
 }
 
-// errReplacedFile is an artifact handler's replacement of an uploaded
-// file: only URI uploads are replaced.
-var errReplacedFile = &Error{Code: EPLUGIN, Message: "it replaced an uploaded file; only URI uploads are replaced"}
+// errReplacedFile is the failure of an artifact handler that replaced an
+// uploaded file: only URI uploads are replaced.
+func errReplacedFile() error {
+	return Errorf(EPLUGIN, "it replaced an uploaded file; only URI uploads are replaced")
+}
 
 // replace makes art, a URI upload, what the artifact handler of call put
 // in its place: another URI the agent accepts, or the bytes of a
@@ -260,7 +262,7 @@ var errReplacedFile = &Error{Code: EPLUGIN, Message: "it replaced an uploaded fi
 // is the plugin's failure (EPLUGIN).
 func (u *Upload) replace(ctx context.Context, call *Call, art *Artifact, r *Replacement) error {
 	if art.URI == "" {
-		return errReplacedFile
+		return errReplacedFile()
 	}
 	switch {
 	case (r.URI == "") == (r.WorkspacePath == ""):
