@@ -248,12 +248,7 @@ func (p *Plugin) construct(ctx context.Context, clock virtualClock, replay [][]b
 	cfg := p.modCfg.WithNanotime(c.clock.nanotime, 1000).WithWalltime(c.clock.walltime, 1000)
 	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
-		failure := p.failure(ctx, err)
-		if mem.refused > 0 && failure.Code == protocol.EPLUGIN {
-			failure.Message += fmt.Sprintf(" (it ran out of memory: it asked for %s, over its limit of %s)",
-				byteSize(mem.refused), byteSize(mem.limit))
-		}
-		return nil, failure
+		return nil, nameCause(p.failure(ctx, err), err, mem) // failure.go
 	}
 	c.close = func() { mod.Close(context.Background()) }
 	m := mod.Memory()
