@@ -9,20 +9,10 @@ import (
 	"testing"
 )
 
-// Builders of test plugins in TinyGo and Rust, from source under the
-// repository (testdata/plugins), with the toolchains scripts/toolchains.sh
-// installs: TinyGo in $AGENTRT_CACHE/bin, Debian's cargo and rustc (whose
-// standard library has the wasm32 target) in /usr/bin.
-
-// tinygoBinary is TinyGo as scripts/toolchains.sh installs it.
-func tinygoBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(agentrtCache(), "bin", "tinygo")
-	if !isExecutable(bin) {
-		t.Fatalf("TinyGo is not installed at %s: run scripts/toolchains.sh tinygo", bin)
-	}
-	return bin
-}
+// Builders of test plugins in Rust, from source under the repository
+// (testdata/plugins), with the toolchain scripts/toolchains.sh installs:
+// Debian's cargo and rustc (whose standard library has the wasm32 target)
+// in /usr/bin. TinyGo's is tinygoPlugin (helpers_test.go).
 
 // debianCargo is the environment and command that build Rust for wasm32
 // offline: Debian's cargo, running Debian's rustc.
@@ -32,21 +22,6 @@ func debianCargo(t testing.TB) (env []string, cargo string) {
 		t.Fatal("Debian's cargo and rustc are not installed: run scripts/toolchains.sh rust")
 	}
 	return append(os.Environ(), "RUSTC=/usr/bin/rustc", "RUSTDOC=/usr/bin/rustdoc"), "/usr/bin/cargo"
-}
-
-// tinygoPlugin builds the Go plugin whose main package is at dir (relative
-// to the repository) with TinyGo, as "make plugins" builds the examples.
-func tinygoPlugin(t testing.TB, dir string) string {
-	t.Helper()
-	tinygo := tinygoBinary(t)
-	return once(t, "tinygo:"+dir+".wasm", func(out string) error {
-		cmd := exec.Command(tinygo, "build", "-target=wasip1", "-buildmode=c-shared", "-no-debug", "-scheduler=none", "-o", out, ".")
-		cmd.Dir = filepath.Join(repoRoot, dir)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v\n%s", err, b)
-		}
-		return nil
-	})
 }
 
 // rustPlugin builds the Rust plugin crate at dir (relative to the
