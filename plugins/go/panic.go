@@ -23,7 +23,7 @@ func panicError(r any, stack []byte) error {
 	if len(stack) == 0 {
 		return fmt.Errorf("%s", msg)
 	}
-	Log(Error, msg+"\n\n"+string(stack))
+	Log(Error, msg+"\n\n"+fromPanic(string(stack)))
 	frames := panicSite(string(stack), panicFrames)
 	if len(frames) == 0 {
 		return fmt.Errorf("%s (the stack is in the log)", msg)
@@ -67,6 +67,25 @@ frames:
 		frames = append(frames, fn+" "+loc)
 	}
 	return frames
+}
+
+// fromPanic is a goroutine's stack from its panic down, as Go prints an
+// unrecovered panic: without the frames of the kit's recovering it
+// (debug.Stack, the deferred function). A stack without a panic frame is
+// returned whole.
+func fromPanic(stack string) string {
+	header, frames, ok := strings.Cut(stack, "\n")
+	if !ok {
+		return stack
+	}
+	if strings.HasPrefix(frames, "panic(") {
+		return stack
+	}
+	i := strings.Index(frames, "\npanic(")
+	if i < 0 {
+		return stack
+	}
+	return header + "\n" + frames[i+1:]
 }
 
 // kitFrame reports whether fn is the kit's own code that calls a handler

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +45,23 @@ func TestAPanicNamesWhereTheHandlerPanickedBelowTheRuntimeAndAboveTheKit(t *test
 	}
 	if got := panicSite("goroutine 1 [running]:\n", 2); len(got) != 0 {
 		t.Errorf("a stack without frames gave %q", got)
+	}
+}
+
+func TestThePanicsStackIsLoggedFromThePanicDown(t *testing.T) {
+	got := fromPanic(wasmStack)
+	if !strings.HasPrefix(got, "goroutine 1 gp=0x2821c0 m=0 mp=0x18da00 [running]:\npanic({0x2e4a0, 0x2c8318})\n") {
+		t.Errorf("the logged stack starts:\n%s", got)
+	}
+	if strings.Contains(got, "debug.Stack") || strings.Contains(got, "guard.func1") {
+		t.Errorf("the logged stack keeps the kit's recovering frames:\n%s", got)
+	}
+	if !strings.HasSuffix(got, "exports.go:17\n") || !strings.Contains(got, "main.step(0x2b6000)") {
+		t.Errorf("the logged stack lost frames below the panic:\n%s", got)
+	}
+	for _, s := range []string{"", "goroutine 1 [running]:\n", "goroutine 1 [running]:\nmain.f()\n\tmain.go:3\n"} {
+		if got := fromPanic(s); got != s {
+			t.Errorf("fromPanic(%q) = %q, want it whole", s, got)
+		}
 	}
 }
