@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 )
@@ -149,7 +150,7 @@ func writeProject(dir string, p *newProject) error {
 		if err != nil {
 			return err
 		}
-		t, err := template.New(path.Base(name)).Parse(string(text))
+		t, err := template.New(path.Base(name)).Funcs(projectQuoting).Parse(string(text))
 		if err != nil {
 			return fmt.Errorf("template %s: %w", name, err)
 		}
@@ -167,6 +168,43 @@ func writeProject(dir string, p *newProject) error {
 		}
 		return os.WriteFile(dst, out.Bytes(), 0o644)
 	})
+}
+
+// projectQuoting writes a path into a project's files as each file's
+// syntax reads it back whole, whatever it holds (a checkout in "My
+// Projects", say): a go.mod path, a TOML string, a word of a Makefile's
+// command.
+var projectQuoting = template.FuncMap{
+	"gomod": func(s string) string {
+		if s == "" || strings.ContainsAny(s, " \t\"'`\\()[]{},;=") {
+			return strconv.Quote(s)
+		}
+		return s
+	},
+	"toml": func(s string) string {
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, r := range s {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r < 0x20 || r == 0x7f:
+				fmt.Fprintf(&b, "\\u%04X", r)
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+		return b.String()
+	},
+	"make": func(s string) string {
+		if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%") == "" {
+			return s
+		}
+		quoted := "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		return strings.NewReplacer("$", "$$", "#", `\#`).Replace(quoted)
+	},
 }
 
 // projectNameOf is the name a project in dir gets: its base name,

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,62 @@ func runMake(t *testing.T, dir string, env []string, args ...string) string {
 	return string(out)
 }
 
+// oddCheckout is the repository under a path that each of a project's
+// files must quote to read back ("a checkout's $copy #1/agentrt", a
+// link to it).
+func oddCheckout(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "a checkout's $copy #1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "agentrt")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+// A project's Makefile runs agentrt and TinyGo where they are, whatever
+// their paths hold.
+func TestNewProjectsMakefileRunsCommandsAtOddPaths(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "it's a $dir #1 (or \\ two)")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > " + strconv.Quote(ran) + "\n"
+	for _, name := range []string{"agentrt", "tinygo"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := projectFor("tinygo", "odd", repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Agentrt, p.TinyGo = filepath.Join(bin, "agentrt"), filepath.Join(bin, "tinygo")
+	dir := t.TempDir()
+	if err := writeProject(dir, p); err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]string{
+		"odd.wasm": p.TinyGo + "\nbuild\n",
+		"call":     p.Agentrt + "\ncall\nodd.wasm\nstep\n--input\nhello\n",
+	} {
+		os.Remove(ran)
+		runMake(t, dir, os.Environ(), target)
+		if b, err := os.ReadFile(ran); err != nil || !strings.HasPrefix(string(b), want) {
+			t.Errorf("make %s ran %q (%v), want it to start %q", target, b, err, want)
+		}
+		os.WriteFile(filepath.Join(dir, "odd.wasm"), nil, 0o644)
+	}
+}
+
 // A project that agentrt new writes, in each language, outside the
 // repository: its test passes and it builds as written (Go with the
 // lowest Go the kit promises), and the plugin it builds runs its handler
@@ -50,7 +107,7 @@ func TestNewProjectsBuildAndPassTheirTestsOutsideTheRepository(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "My Notes")
 			var stdout, stderr bytes.Buffer
-			if err := runMain(context.Background(), []string{"new", lang, dir, "--kit", repoRoot}, &stdout, &stderr); err != nil {
+			if err := runMain(context.Background(), []string{"new", lang, dir, "--kit", oddCheckout(t)}, &stdout, &stderr); err != nil {
 				t.Fatalf("agentrt new: %v\n%s", err, stderr.String())
 			}
 			if !strings.Contains(stdout.String(), `agent "my-notes"`) {
