@@ -105,6 +105,9 @@ type consoleHandler struct {
 	attrs []slog.Attr
 }
 
+// consoleTime is the time of a console line.
+const consoleTime = "15:04:05.000"
+
 func newConsoleHandler(w io.Writer, level slog.Leveler) *consoleHandler {
 	return &consoleHandler{mu: &sync.Mutex{}, w: w, level: level}
 }
@@ -146,7 +149,8 @@ func (h *consoleHandler) Handle(_ context.Context, r slog.Record) error {
 	case "request":
 		line = fmt.Sprintf("%s %s %s %sms", attrs["method"], printableLine(attrs["path"], 200), attrs["status"], attrs["ms"])
 	case "plugin log":
-		line = fmt.Sprintf("  │ %-6s %s", attrs["level"], indented(attrs["message"], "  │        "))
+		// Its lines after the first under its first, past the time.
+		line = fmt.Sprintf("  │ %-6s %s", attrs["level"], indented(attrs["message"], strings.Repeat(" ", len(consoleTime)+1)+"  │        "))
 		rest = nil
 	case "handler ran":
 		line = fmt.Sprintf("%s handler ran", attrs["handler"])
@@ -161,7 +165,7 @@ func (h *consoleHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, err := fmt.Fprintf(h.w, "%s %s\n", r.Time.Format("15:04:05.000"), line)
+	_, err := fmt.Fprintf(h.w, "%s %s\n", r.Time.Format(consoleTime), line)
 	return err
 }
 

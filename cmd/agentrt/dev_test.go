@@ -99,7 +99,7 @@ func TestTheConsoleLogEscapesWhatThePluginWrote(t *testing.T) {
 	want := []string{
 		"POST /ap/v1/agent/tasks 201 3.25ms",
 		`  │ info   red \x1b[31mtext\x1b[0m`,
-		"  │        second line",
+		"             " + "  │        second line",
 		`WARN step handler failed  task_id=t1 err=panic: \abo`,
 	}
 	if len(lines) != len(want) {
