@@ -14,7 +14,7 @@ import (
 )
 
 func trapped(ctx context.Context, call *protocol.Call) (int32, error) {
-	return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: wasm error: unreachable")
+	return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseTrap, Message: "the plugin trapped: wasm error: unreachable"}
 }
 
 // failStep runs one step with handler and returns its failure, checking
@@ -45,33 +45,38 @@ func TestATrapTakesItsCauseFromWhatThePluginLeftBeforeIt(t *testing.T) {
 		name    string
 		handler fakeHandler
 		want    string
+		cause   string
 	}{
 		{"the error of a result set before the trap (Rust's panic hook)", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			call.SetResult([]byte(`{"error":"panicked at 'boom', src/lib.rs:3:5"}`))
 			return trapped(ctx, call)
-		}, "step handler failed: panicked at 'boom', src/lib.rs:3:5 (the plugin trapped: wasm error: unreachable)"},
+		}, "step handler failed: panicked at 'boom', src/lib.rs:3:5 (the plugin trapped: wasm error: unreachable)", protocol.CauseTrap},
 		{"a panic the runtime printed (TinyGo)", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			io.WriteString(call.Stdout(), "working\npanic: runtime error: index out of range")
 			return trapped(ctx, call)
-		}, "step handler failed: panic: runtime error: index out of range (the plugin trapped: wasm error: unreachable)"},
+		}, "step handler failed: panic: runtime error: index out of range (the plugin trapped: wasm error: unreachable)", protocol.CauseTrap},
 		{"a fatal error the runtime printed (Go)", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			io.WriteString(call.Stderr(), "fatal error: all goroutines are asleep - deadlock!\n\ngoroutine 1 [chan receive]:\n")
-			return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code 2")
-		}, "fatal error: all goroutines are asleep - deadlock! (the plugin exited with code 2)"},
+			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseExit, Message: "the plugin exited with code 2"}
+		}, "fatal error: all goroutines are asleep - deadlock! (the plugin exited with code 2)", protocol.CauseExit},
 		{"a result without an error adds nothing", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			call.SetResult([]byte(`{"output":"half done"}`))
 			return trapped(ctx, call)
-		}, "step handler failed: the plugin trapped: wasm error: unreachable"},
+		}, "step handler failed: the plugin trapped: wasm error: unreachable", protocol.CauseTrap},
 		{"Go out of memory while growing its stack", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			io.WriteString(call.Stderr(), "runtime: out of memory: cannot allocate 33554432-byte block\nfatal error: out of memory\n\nruntime stack:\nruntime.throw({0x34e5d, 0xd})\nruntime.newstack()\n")
-			return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB)")
-		}, "(it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB); it was growing its stack: most likely a stack overflow"},
+			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseOutOfMemory, Message: "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB)"}
+		}, "(it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB); it was growing its stack: most likely a stack overflow", protocol.CauseOutOfMemory},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := failStep(t, tt.handler)
 			if !strings.Contains(e.Message, tt.want) || strings.HasSuffix(tt.want, "unreachable") && e.Message != tt.want {
 				t.Errorf("failure %q, want it to contain %q", e.Message, tt.want)
+			}
+			// The cause metrics count it by is the stop's, kept.
+			if e.Cause != tt.cause {
+				t.Errorf("cause %q, want %q", e.Cause, tt.cause)
 			}
 		})
 	}

@@ -59,13 +59,13 @@ func TestAPluginRefusedMemoryIsOutOfMemoryEvenWhenItThenRanOutOfTime(t *testing.
 	mem := &instanceMemory{limit: 4 << 20, refused: 8 << 20}
 	timeout := protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of 1s")
 	got := nameCause(timeout, errors.New("deadline"), mem)
-	if got.Code != protocol.EPLUGIN || got.Message != "the plugin ran out of memory: it asked for 8 MiB, over its limit of 4 MiB; then ran past its time limit of 1s" {
-		t.Errorf("timeout after a refused grow = %s %q", got.Code, got.Message)
+	if got.Code != protocol.EPLUGIN || got.Cause != protocol.CauseOutOfMemory || got.Message != "the plugin ran out of memory: it asked for 8 MiB, over its limit of 4 MiB; then ran past its time limit of 1s" {
+		t.Errorf("timeout after a refused grow = %s (cause %s) %q", got.Code, got.Cause, got.Message)
 	}
 	trap := protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: wasm error: unreachable")
 	got = nameCause(trap, errors.New(trace("wasm error: unreachable")), mem)
-	if got.Message != "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 8 MiB, over its limit of 4 MiB)" {
-		t.Errorf("trap after a refused grow = %q", got.Message)
+	if got.Cause != protocol.CauseOutOfMemory || got.Message != "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 8 MiB, over its limit of 4 MiB)" {
+		t.Errorf("trap after a refused grow = (cause %s) %q", got.Cause, got.Message)
 	}
 	// Without a refused grow, a timeout stays a timeout.
 	timeout = protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of 1s")
