@@ -56,6 +56,9 @@ type newProject struct {
 	Kit string
 	// Agentrt, TinyGo and Cargo are the commands the Makefile runs.
 	Agentrt, TinyGo, Cargo string
+	// missing says how to install the compiler the project needs when
+	// this machine lacks it; "" when it has it.
+	missing string
 }
 
 func newCommand(args []string, stdout, stderr io.Writer) error {
@@ -100,6 +103,9 @@ func newCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote a %s agent %q in %s\n\n  cd %s\n  make test   # its test\n  make        # build %s.wasm\n  make call   # run its step handler once\n  make dev    # serve it, reloading every build\n",
 		lang, name, dir, dir, name)
+	if p.missing != "" {
+		fmt.Fprintf(stdout, "\n%s\n", p.missing)
+	}
 	return nil
 }
 
@@ -117,12 +123,19 @@ func projectFor(lang, name, checkout string) (*newProject, error) {
 		self = "agentrt"
 	}
 	p := &newProject{Lang: lang, Name: name, LibName: strings.ReplaceAll(name, "-", "_"), Agentrt: self}
+	install := fmt.Sprintf("%s %s", filepath.Join(abs, "scripts", "toolchains.sh"), lang)
 	switch lang {
 	case "rust":
 		p.Kit = filepath.Join(abs, "plugins", "rust")
-		p.Cargo = wasmCargo()
+		var ok bool
+		if p.Cargo, ok = wasmCargo(); !ok {
+			p.missing = "No Rust here builds wasm32-unknown-unknown: add it with \"rustup target add wasm32-unknown-unknown\", or, on Debian, " + install + " installs Debian's."
+		}
 	case "tinygo":
-		p.TinyGo = tinygoCommand()
+		var ok bool
+		if p.TinyGo, ok = tinygoCommand(); !ok {
+			p.missing = "TinyGo is not installed: " + install + " builds it (on Debian), or see https://tinygo.org/getting-started/install/."
+		}
 		fallthrough
 	default:
 		p.Kit = filepath.Join(abs, "plugins")
@@ -273,33 +286,35 @@ func isCheckout(dir string) error {
 }
 
 // tinygoCommand is the tinygo a project's Makefile runs: the one on PATH,
-// else the one scripts/toolchains.sh installs.
-func tinygoCommand() string {
+// else the one scripts/toolchains.sh installs; "tinygo" and false when
+// there is neither.
+func tinygoCommand() (string, bool) {
 	if _, err := exec.LookPath("tinygo"); err == nil {
-		return "tinygo"
+		return "tinygo", true
 	}
 	if dir := agentrtCache(); dir != "" {
 		if bin := filepath.Join(dir, "bin", "tinygo"); isExecutable(bin) {
-			return bin
+			return bin, true
 		}
 	}
-	return "tinygo"
+	return "tinygo", false
 }
 
 // wasmCargo is the cargo a Rust project's Makefile runs: the one on PATH
 // when its rustc has the wasm32-unknown-unknown standard library, else
-// Debian's (whose libstd-rust-dev-wasm32 has it) if that is there.
-func wasmCargo() string {
+// Debian's (whose libstd-rust-dev-wasm32 has it) if that is there; "cargo"
+// and false when there is neither.
+func wasmCargo() (string, bool) {
 	if out, err := exec.Command("rustc", "--print", "sysroot").Output(); err == nil {
 		sysroot := strings.TrimSpace(string(out))
 		if _, err := os.Stat(filepath.Join(sysroot, "lib", "rustlib", "wasm32-unknown-unknown")); err == nil {
-			return "cargo"
+			return "cargo", true
 		}
 	}
 	if _, err := os.Stat("/usr/lib/rustlib/wasm32-unknown-unknown"); err == nil && isExecutable("/usr/bin/cargo") {
-		return "RUSTC=/usr/bin/rustc /usr/bin/cargo"
+		return "RUSTC=/usr/bin/rustc /usr/bin/cargo", true
 	}
-	return "cargo"
+	return "cargo", false
 }
 
 // agentrtCache is where scripts/toolchains.sh installs: $AGENTRT_CACHE,

@@ -182,3 +182,46 @@ func TestNewFindsTheCheckoutAboveTheBinary(t *testing.T) {
 		t.Errorf("a binary outside a checkout: %v, want a hint to give -kit", err)
 	}
 }
+
+// A project in a language whose compiler is not installed says how to
+// install it; one whose compiler is found builds with it.
+func TestNewSaysHowToInstallAMissingTinyGo(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	cache := t.TempDir()
+	t.Setenv("AGENTRT_CACHE", cache)
+	newTinyGo := func() (string, string) {
+		dir := filepath.Join(t.TempDir(), "agent")
+		var stdout, stderr bytes.Buffer
+		if err := runMain(context.Background(), []string{"new", "tinygo", dir, "--kit", repoRoot}, &stdout, &stderr); err != nil {
+			t.Fatalf("agentrt new: %v\n%s", err, stderr.String())
+		}
+		makefile, _ := os.ReadFile(filepath.Join(dir, "Makefile"))
+		return stdout.String(), string(makefile)
+	}
+	out, makefile := newTinyGo()
+	if want := "TinyGo is not installed: " + filepath.Join(mustAbs(t, repoRoot), "scripts", "toolchains.sh") + " tinygo builds it"; !strings.Contains(out, want) {
+		t.Errorf("without TinyGo, agentrt new said:\n%s\nwant it to say %q", out, want)
+	}
+	if !strings.Contains(makefile, "TINYGO  ?= tinygo\n") {
+		t.Errorf("without TinyGo, the Makefile runs:\n%s", makefile)
+	}
+
+	bin := filepath.Join(cache, "bin", "tinygo")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, makefile = newTinyGo()
+	if strings.Contains(out, "not installed") || !strings.Contains(makefile, "TINYGO  ?= "+bin+"\n") {
+		t.Errorf("with TinyGo in the cache, agentrt new said:\n%s\nand the Makefile runs:\n%s", out, makefile)
+	}
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
