@@ -83,7 +83,13 @@ func TestOnlyAKeysHashIsStoredAndOnlyTheKeyItselfChecks(t *testing.T) {
 	admin.Close()
 
 	// Nothing in the directory holds the key.
-	secret := key[strings.LastIndexByte(key, '_')+1:]
+	// The secret is all past the id: "agentrt_" ID "_" SECRET, where the
+	// secret's base64url may itself hold "_".
+	parts := strings.SplitN(key, "_", 3)
+	if len(parts) != 3 || len(parts[2]) != 43 {
+		t.Fatalf("the key %q is not agentrt_ID_SECRET with a secret of 43 characters", key)
+	}
+	secret := parts[2]
 	filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
 		if err == nil && !fi.IsDir() {
 			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(secret)) {
