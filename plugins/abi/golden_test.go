@@ -31,6 +31,8 @@ var goldenTypes = map[string]reflect.Type{
 	"file_info":       reflect.TypeOf(FileInfo{}),
 	"file_list":       reflect.TypeOf([]FileInfo{}),
 	"config":          reflect.TypeOf(map[string]string{}),
+	"http_request":    reflect.TypeOf(HTTPRequest{}),
+	"http_response":   reflect.TypeOf(HTTPResponse{}),
 }
 
 // futurePrefix starts the keys that stand for fields a later version 1
@@ -265,6 +267,14 @@ func TestKitDecodesTheGoldenHostMessagesAsEncodingJSON(t *testing.T) {
 	checkDecoder(t, "file_info", func(b []byte) (any, error) { return DecodeFileInfo(b) })
 	checkDecoder(t, "file_list", func(b []byte) (any, error) { return DecodeFileInfos(b) })
 	checkDecoder(t, "config", func(b []byte) (any, error) { return DecodeStrings(b) })
+	checkDecoder(t, "http_response", func(b []byte) (any, error) { r, err := DecodeHTTPResponse(b); return derefResponse(r), err })
+}
+
+func derefResponse(r *HTTPResponse) any {
+	if r == nil {
+		return nil
+	}
+	return *r
 }
 
 // checkDecoder checks decode against encoding/json on the goldens of dir;
@@ -296,7 +306,7 @@ func checkDecoder(t *testing.T, dir string, decode func([]byte) (any, error)) {
 // codec, has the golden's JSON meaning, and encoding/json reads it back
 // as the same value.
 func TestKitWritesTheGoldenKitMessages(t *testing.T) {
-	for _, dir := range []string{"task_result", "step_result", "artifact_result", "download_result", "artifact_meta"} {
+	for _, dir := range []string{"task_result", "step_result", "artifact_result", "download_result", "artifact_meta", "http_request"} {
 		for _, g := range goldens(t, dir) {
 			msg := reflect.New(goldenTypes[dir])
 			if err := json.Unmarshal(g.data, msg.Interface()); err != nil {
@@ -356,7 +366,7 @@ func withoutFuture(v any) any {
 var messageTypes = []reflect.Type{
 	reflect.TypeOf(Input{}), reflect.TypeOf(FileInfo{}),
 	reflect.TypeOf(TaskResult{}), reflect.TypeOf(StepResult{}), reflect.TypeOf(ArtifactResult{}), reflect.TypeOf(DownloadResult{}),
-	reflect.TypeOf(ArtifactMeta{}),
+	reflect.TypeOf(ArtifactMeta{}), reflect.TypeOf(HTTPRequest{}), reflect.TypeOf(HTTPResponse{}),
 }
 
 // TestKitCodecRoundTripsEveryField fills every field of every message
@@ -368,6 +378,10 @@ func TestKitCodecRoundTripsEveryField(t *testing.T) {
 	decoders := map[reflect.Type]func([]byte) (any, error){
 		reflect.TypeOf(Input{}):    func(b []byte) (any, error) { in, err := DecodeInput(b); return deref(in), err },
 		reflect.TypeOf(FileInfo{}): func(b []byte) (any, error) { return DecodeFileInfo(b) },
+		reflect.TypeOf(HTTPResponse{}): func(b []byte) (any, error) {
+			r, err := DecodeHTTPResponse(b)
+			return derefResponse(r), err
+		},
 	}
 	for _, typ := range messageTypes {
 		v := reflect.New(typ)

@@ -41,6 +41,11 @@ pub const FUNC_WORKSPACE_STAT: &str = "workspace_stat";
 pub const FUNC_WORKSPACE_DELETE: &str = "workspace_delete";
 pub const FUNC_CONFIG: &str = "config";
 pub const FUNC_DOWNLOAD_WRITE: &str = "download_write";
+/// Outbound HTTP (plugins/ABI.md, "Outbound HTTP"): see [`http`](crate::http).
+pub const FUNC_HTTP_REQUEST: &str = "http_request";
+pub const FUNC_HTTP_RESPONSE: &str = "http_response";
+pub const FUNC_HTTP_RESPONSE_BODY: &str = "http_response_body";
+pub const FUNC_ARTIFACT_FETCH: &str = "artifact_fetch";
 
 /// Error codes returned by host functions (see [`ErrorCode`](crate::ErrorCode)).
 pub const ERR_INVALID: i32 = -1;
@@ -66,6 +71,21 @@ pub const HANDLER_DOWNLOAD: &str = "download";
 /// The longest meta `artifact_create` reads, in bytes; the host refuses a
 /// longer one with [`ERR_INVALID`].
 pub const MAX_ARTIFACT_META_BYTES: usize = 4096;
+
+/// Bounds of what `http_request` reads: its request message (URL and
+/// headers), a URL, the headers of a request and one header (name and
+/// value); and the redirects one request follows.
+pub const MAX_HTTP_REQUEST_META_BYTES: usize = 65536;
+pub const MAX_URL_BYTES: usize = 8192;
+pub const MAX_HTTP_HEADERS: usize = 100;
+pub const MAX_HTTP_HEADER_BYTES: usize = 16384;
+pub const MAX_HTTP_REDIRECTS: usize = 10;
+
+/// A secret placeholder in a header value, `{{secret:NAME}}`, which the
+/// host fills in; a name has at most [`MAX_SECRET_NAME_BYTES`] bytes.
+pub const SECRET_PREFIX: &str = "{{secret:";
+pub const SECRET_SUFFIX: &str = "}}";
+pub const MAX_SECRET_NAME_BYTES: usize = 64;
 
 #[cfg(test)]
 mod tests {
