@@ -41,6 +41,10 @@ type Host interface {
 	// DownloadWrite sends data (the plugin's memory, which it does not
 	// hold) to the client downloading, within ctx's deadline.
 	DownloadWrite(ctx context.Context, data []byte) error
+	// FetchArtifact writes the bytes of the task's URI artifact
+	// artifactID, which get fetches, to the workspace file path, and
+	// returns their size (http.go).
+	FetchArtifact(ctx context.Context, artifactID, path string, get func(ctx context.Context, uri string) ([]byte, error)) (int64, error)
 }
 
 // Config bounds what a plugin may do through the host API.
@@ -55,9 +59,16 @@ const DefaultMaxCalls = 100_000
 
 // WithHost returns a context under which host functions act on h. Each
 // handler call gets its own.
-func WithHost(ctx context.Context, h Host) context.Context {
-	return context.WithValue(ctx, callKey{}, &call{host: h})
+func WithHost(ctx context.Context, h Host, opts ...Option) context.Context {
+	c := &call{host: h}
+	for _, o := range opts {
+		o(c)
+	}
+	return context.WithValue(ctx, callKey{}, c)
 }
+
+// Option adds to what the host functions of a handler call reach.
+type Option func(*call)
 
 type callKey struct{}
 
@@ -80,6 +91,8 @@ type call struct {
 	// ctx is the context of the host function running, for the Host
 	// methods that do I/O.
 	ctx context.Context
+	// http is the call's outbound HTTP (http.go).
+	http httpCall
 }
 
 // Instantiate defines the import module in r. Plugins compiled in r may then
@@ -107,6 +120,10 @@ func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
 		{abi.FuncWorkspaceStat, 4, f.workspaceStat},
 		{abi.FuncWorkspaceDelete, 2, f.workspaceDelete},
 		{abi.FuncDownloadWrite, 2, f.downloadWrite},
+		{abi.FuncHTTPRequest, 4, f.httpRequest},
+		{abi.FuncHTTPResponse, 2, f.httpResponse},
+		{abi.FuncHTTPResponseBody, 2, f.httpResponseBody},
+		{abi.FuncArtifactFetch, 4, f.artifactFetch},
 	} {
 		impl, name := fn.impl, fn.name
 		params := make([]api.ValueType, fn.params)

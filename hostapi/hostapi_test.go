@@ -31,6 +31,8 @@ type fakeHost struct {
 	// downloaded is what download_write sent; maxDownload bounds it.
 	downloaded  []byte
 	maxDownload int
+	// uris are the task's URI artifacts, by id, that FetchArtifact fetches.
+	uris map[string]string
 }
 
 func newFakeHost() *fakeHost {
@@ -75,6 +77,21 @@ func (h *fakeHost) DownloadWrite(ctx context.Context, data []byte) error {
 	}
 	h.downloaded = append(h.downloaded, data...)
 	return nil
+}
+
+func (h *fakeHost) FetchArtifact(ctx context.Context, id, p string, get func(context.Context, string) ([]byte, error)) (int64, error) {
+	if _, err := h.clean(p); err != nil {
+		return 0, err
+	}
+	uri, ok := h.uris[id]
+	if !ok {
+		return 0, protocol.Errorf(protocol.ENOTFOUND, "no artifact %q", id)
+	}
+	data, err := get(ctx, uri)
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(data)), h.WorkspaceWrite(ctx, p, data)
 }
 
 func (h *fakeHost) clean(p string) (string, error) { return protocol.CleanFilePath(p) }
@@ -151,7 +168,7 @@ type guest struct {
 
 const memSize = 65536
 
-func newGuest(t *testing.T, host Host, cfg Config) *guest {
+func newGuest(t *testing.T, host Host, cfg Config, opts ...Option) *guest {
 	t.Helper()
 	wat := filepath.Join("..", "testdata", "wat", "trampoline.wat")
 	out := filepath.Join(t.TempDir(), "trampoline.wasm")
@@ -176,7 +193,7 @@ func newGuest(t *testing.T, host Host, cfg Config) *guest {
 		t.Fatal(err)
 	}
 	if host != nil {
-		ctx = WithHost(ctx, host)
+		ctx = WithHost(ctx, host, opts...)
 	}
 	return &guest{t: t, ctx: ctx, mod: mod}
 }
