@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -64,7 +65,15 @@ type Capabilities struct {
 	// ArtifactSchemes are the URI schemes of artifacts the agent takes and
 	// makes; nil when the manifest names none.
 	ArtifactSchemes *ArtifactSchemes `json:"artifact_schemes"`
+	// HTTP are the destinations the agent asks to reach with outbound
+	// HTTP (abi.ParseDestination's syntax, at most MaxDestinations, none
+	// twice); the operator grants all of them, some or none. Nil when the
+	// manifest names none.
+	HTTP []abi.Destination `json:"http"`
 }
+
+// MaxDestinations is the most destinations capabilities.http holds.
+const MaxDestinations = 64
 
 // ArtifactSchemes are the URI schemes an agent accepts in uploads (Input)
 // and may produce (Output), "file" standing for bytes held by agentrt. A
@@ -104,6 +113,10 @@ type Limits struct {
 	MaxHostCalls         *int           `json:"max_host_calls"`          // host calls of one handler call; 1 or more
 	MaxTableEntries      *int           `json:"max_table_entries"`       // table entries of one instance; 1 to 2^32-1
 	MaxInstances         *int           `json:"max_instances"`           // instances of the plugin at once; 1 or more
+	HTTPTimeout          *time.Duration `json:"http_timeout"`            // one outbound request; more than 0
+	MaxHTTPRequests      *int           `json:"max_http_requests"`       // outbound requests of one handler call
+	MaxHTTPRequest       *int64         `json:"max_http_request"`        // the body of an outbound request
+	MaxHTTPResponse      *int64         `json:"max_http_response"`       // the body of an outbound request's response
 }
 
 // Parse reads the manifest in r, named file in its errors, checks it

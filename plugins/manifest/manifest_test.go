@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -43,10 +44,15 @@ const full = `{
     "task_time": "1.5h",
     "max_host_calls": 5000,
     "max_table_entries": 4294967295,
-    "max_instances": 4.0
+    "max_instances": 4.0,
+    "http_timeout": "20s",
+    "max_http_requests": 16,
+    "max_http_request": "1MiB",
+    "max_http_response": 2000000
   },
   "settings": {"greeting": "hello", "empty": "", "text": "h\u00e9llo \ud83d\ude00 \\ud800"},
-  "capabilities": {"artifact_schemes": {"input": ["file", "s3", "git+ssh"], "output": []}}
+  "capabilities": {"artifact_schemes": {"input": ["file", "s3", "git+ssh"], "output": []},
+                   "http": ["https://api.openai.com/v1/", "https://*.Example.com:8443", "http://localhost:8080"]}
 }`
 
 func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
@@ -73,9 +79,18 @@ func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
 			MaxHostCalls:         ptr(5000),
 			MaxTableEntries:      ptr(math.MaxUint32),
 			MaxInstances:         ptr(4),
+			HTTPTimeout:          ptr(20 * time.Second),
+			MaxHTTPRequests:      ptr(16),
+			MaxHTTPRequest:       ptr[int64](1 << 20),
+			MaxHTTPResponse:      ptr[int64](2_000_000),
 		},
 		Settings:     map[string]string{"greeting": "hello", "empty": "", "text": "héllo 😀 \\ud800"},
-		Capabilities: Capabilities{ArtifactSchemes: &ArtifactSchemes{Input: []string{"file", "s3", "git+ssh"}, Output: []string{}}},
+		Capabilities: Capabilities{ArtifactSchemes: &ArtifactSchemes{Input: []string{"file", "s3", "git+ssh"}, Output: []string{}},
+			HTTP: []abi.Destination{
+				{Scheme: "https", Host: "api.openai.com", Port: 443, Path: "/v1/"},
+				{Scheme: "https", Host: "example.com", Wildcard: true, Port: 8443},
+				{Scheme: "http", Host: "localhost", Port: 8080},
+			}},
 	}
 	// Every limit is set, so that one added to Limits is added here.
 	lv := reflect.ValueOf(want.Limits)
@@ -106,6 +121,9 @@ func show(m *Manifest) string {
 	fmt.Fprintf(&b, "} Settings:%#v Capabilities:{", m.Settings)
 	if a := m.Capabilities.ArtifactSchemes; a != nil {
 		fmt.Fprintf(&b, "ArtifactSchemes:%#v", *a)
+	}
+	if h := m.Capabilities.HTTP; h != nil {
+		fmt.Fprintf(&b, " HTTP:%v", h)
 	}
 	b.WriteString("}}")
 	return b.String()
@@ -150,7 +168,14 @@ var refusals = []struct {
 	{"unknown limit", `{"limits": {"memry": "1MiB"}}`, bySchema, `manifest x.json: unknown field "limits.memry" (did you mean "memory"?)`},
 	{"limit spelt as its flag", `{"limits": {"call-timeout": "1s"}}`, bySchema, `manifest x.json: unknown field "limits.call-timeout" (did you mean "call_timeout"?)`},
 	{"limit of the server", `{"limits": {"max_uploads": 8}}`, bySchema, `manifest x.json: unknown field "limits.max_uploads": -max-uploads is a limit of the server, not of one agent`},
-	{"unknown capability", `{"capabilities": {"http": ["example.com"]}}`, bySchema, `manifest x.json: unknown field "capabilities.http"`},
+	{"unknown capability", `{"capabilities": {"sockets": ["example.com"]}}`, bySchema, `manifest x.json: unknown field "capabilities.sockets"`},
+	{"http: not an array", `{"capabilities": {"http": "https://example.com"}}`, bySchema, `manifest x.json: capabilities.http: want an array of destinations such as "https://api.example.com/v1", got "https://example.com"`},
+	{"http: no scheme", `{"capabilities": {"http": ["example.com"]}}`, bySchema, `manifest x.json: capabilities.http.0: want a destination such as https://api.example.com or https://*.example.com/v1, got "example.com"`},
+	{"http: a number", `{"capabilities": {"http": [443]}}`, bySchema, `manifest x.json: capabilities.http.0: want a destination such as "https://api.example.com/v1", got 443`},
+	{"http: a query", `{"capabilities": {"http": ["https://example.com/?q"]}}`, bySchema, `manifest x.json: capabilities.http.0: a destination has no query or fragment, got "https://example.com/?q"`},
+	{"http: dot segment", `{"capabilities": {"http": ["https://example.com/v1/../admin"]}}`, byGo, `manifest x.json: capabilities.http.0: the path has a . or .. segment, got "https://example.com/v1/../admin"`},
+	{"http: wildcard address", `{"capabilities": {"http": ["https://*.10.0.0.1"]}}`, byGo, `manifest x.json: capabilities.http.0: a wildcard (*.) is for names, not addresses, got "https://*.10.0.0.1"`},
+	{"http: twice", `{"capabilities": {"http": ["https://a.test", "https://a.test"]}}`, bySchema, `manifest x.json: capabilities.http: want each destination once, got "https://a.test" twice`},
 	{"unknown list of schemes", `{"capabilities": {"artifact_schemes": {"inputs": ["s3"]}}}`, bySchema, `manifest x.json: unknown field "capabilities.artifact_schemes.inputs" (did you mean "input"?)`},
 	{"schemes: not an object", `{"capabilities": {"artifact_schemes": ["s3"]}}`, bySchema, `manifest x.json: capabilities.artifact_schemes: want an object of input and output schemes, got an array`},
 	{"schemes: not an array", `{"capabilities": {"artifact_schemes": {"input": "s3"}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input: want an array of URI schemes, got "s3"`},
