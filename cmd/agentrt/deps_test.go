@@ -32,15 +32,18 @@ var allowedImports = map[string][]string{
 	// golang.org/x/sys/unix: memfd_create and mmap at an address, which
 	// snapshots' copy-on-write memory needs and package syscall lacks.
 	"runtime": {"protocol", "plugins/abi", "github.com/tetratelabs/wazero", "golang.org/x/sys"},
-	"hostapi": {"protocol", "plugins/abi", "github.com/tetratelabs/wazero"},
+	"hostapi": {"protocol", "plugins/abi", "hostapi/egress", "github.com/tetratelabs/wazero"},
+	// Outbound HTTP under an agent's policy: it owns the network.
+	"hostapi/egress": {"plugins/abi"},
 	// What plugin authors import: nothing of the host.
 	"plugins/abi":                 {},
 	"plugins/go":                  {"plugins/abi", "plugins/go/internal/harness"},
 	"plugins/go/internal/harness": {},
 	// The kit's test harness, which plugins' tests import.
 	"plugins/go/agenttest": {"plugins/abi", "plugins/go", "plugins/go/internal/harness"},
-	// An agent's manifest, checked against its JSON Schema.
-	"plugins/manifest": {"github.com/santhosh-tekuri/jsonschema/v6"},
+	// An agent's manifest, checked against its JSON Schema (its
+	// destinations by the ABI package's syntax).
+	"plugins/manifest": {"plugins/abi", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"cmd/agentrt":      {"*"},
 
 	"examples/echo/go":       {"plugins/go"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/hostapi"
+	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/plugins/manifest"
 	"github.com/agentrt/agentrt/protocol"
@@ -85,6 +86,9 @@ type fleetBuild struct {
 	limits   agentLimits
 	settings map[string]string
 	loadedAt time.Time
+	// egress makes its outbound requests; http describes its grants.
+	egress *egress.Client
+	http   *httpapi.OutboundHTTP
 }
 
 // agentLimits are the limits one agent runs under.
@@ -95,6 +99,7 @@ type agentLimits struct {
 	maxHostCalls    int
 	maxTableEntries int
 	maxInstances    int // of this agent's plugin at once; 0: only the fleet's bound
+	egress          egress.Limits
 }
 
 // newFleet returns an empty fleet over store; dir is serve's plugin
@@ -122,7 +127,7 @@ type loaded struct {
 func (f *fleet) operatorLimits() agentLimits {
 	c := f.cfg
 	return agentLimits{Limits: c.limits, callTimeout: c.callTimeout, memory: int64(c.memoryLimit),
-		maxHostCalls: c.maxHostCalls, maxTableEntries: c.maxTableEntries}
+		maxHostCalls: c.maxHostCalls, maxTableEntries: c.maxTableEntries, egress: c.egress.limits}
 }
 
 // limitsFor are the limits of an agent whose manifest asks for m's: each
@@ -155,6 +160,7 @@ func (f *fleet) limitsFor(m *manifest.Manifest) agentLimits {
 	if v := ml.MaxInstances; v != nil {
 		l.maxInstances = min(*v, f.cfg.maxInstances)
 	}
+	l.egress = egressLimitsFor(l.egress, &ml)
 	return l
 }
 
@@ -328,6 +334,7 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 		settings[k] = v
 	}
 	res.build = &fleetBuild{plugin: p, limiter: own, manifest: m, limits: l, settings: settings, loadedAt: time.Now()}
+	res.build.egress, res.build.http = f.egressFor(res.name, m, l.egress)
 	return res, false
 }
 
@@ -428,12 +435,13 @@ func (f *fleet) retire(a *fleetAgent, next *fleetBuild) {
 		if err := old.plugin.Close(context.Background()); err != nil {
 			f.log.Warn("closing a replaced build", "agent", a.name, "err", err)
 		}
+		old.egress.Close()
 	}()
 }
 
 // protocolBuild is the build as the domain runs it.
 func (b *fleetBuild) protocolBuild() *protocol.Build {
-	return &protocol.Build{Plugin: pluginAdapter{b.plugin}, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings,
+	return &protocol.Build{Plugin: outboundPlugin{pluginAdapter{b.plugin}, b.egress}, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings,
 		Schemes: b.schemes()}
 }
 
@@ -634,7 +642,9 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 	defer f.mu.Unlock()
 	a := &fleetAgent{name: name, file: filepath.Base(path), agent: f.newAgent(name, f.log)}
 	f.agents[name] = a
-	f.retire(a, &fleetBuild{plugin: p, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()})
+	b := &fleetBuild{plugin: p, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()}
+	b.egress, b.http = f.egressFor(name, nil, l.egress)
+	f.retire(a, b)
 	return nil
 }
 
@@ -777,6 +787,7 @@ func (f *fleet) info(a *fleetAgent) httpapi.AgentInfo {
 	schemes := b.schemes()
 	info.ArtifactSchemes = &schemes
 	info.Start = startInfo(b.plugin.Start())
+	info.HTTP = b.http
 	return info
 }
 
@@ -818,6 +829,7 @@ func (l agentLimits) describe() map[string]any {
 	if l.maxInstances > 0 {
 		d["max_instances"] = l.maxInstances
 	}
+	describeEgressLimits(d, l.egress)
 	return d
 }
 

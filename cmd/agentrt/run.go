@@ -67,6 +67,8 @@ type runConfig struct {
 	// snapshots is whether plugins' calls start from a snapshot of their
 	// initialized state (runtime.Config.NoSnapshots).
 	snapshots bool
+	// egress is outbound HTTP: grants, secrets, limits (egress.go).
+	egress egressConfig
 
 	logFormat       string // text or json
 	accessLog       bool
@@ -228,6 +230,7 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	})
 	fs.DurationVar(&cfg.cors.MaxAge, "cors-max-age", cfg.cors.MaxAge, "how long a browser may keep a CORS preflight's answer")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "on SIGTERM or SIGINT, how long steps running may take to finish before they are stopped (and recorded as interrupted)")
+	applyEgress := addEgressFlags(fs, &cfg.egress)
 
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -330,6 +333,9 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	pages := int64(cfg.memoryLimit) / (64 << 10)
 	if pages < 1 || pages > 65536 {
 		return nil, &usageError{fmt.Sprintf("bad -memory %s: want from 64KiB to 4GiB", &cfg.memoryLimit)}
+	}
+	if err := applyEgress(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -623,10 +629,15 @@ func (a pluginAdapter) HasHandler(h protocol.Handler) bool {
 func (a pluginAdapter) Codec() protocol.Codec { return wire.V1 }
 
 func (a pluginAdapter) Run(ctx context.Context, h protocol.Handler, call *protocol.Call) (int32, time.Duration, error) {
+	return a.run(ctx, h, call)
+}
+
+// run runs handler h on call, whose host functions reach what opts add.
+func (a pluginAdapter) run(ctx context.Context, h protocol.Handler, call *protocol.Call, opts ...hostapi.Option) (int32, time.Duration, error) {
 	return a.p.Call(ctx, abi.ExportOf(string(h)), runtime.Invocation{
 		Stdout: call.Stdout(),
 		Stderr: call.Stderr(),
-		Host:   func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call) },
+		Host:   func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call, opts...) },
 	})
 }
 

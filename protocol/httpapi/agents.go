@@ -42,6 +42,9 @@ type AgentInfo struct {
 	// ArtifactSchemes are the URI schemes the build serving accepts and may
 	// produce; absent when none serves.
 	ArtifactSchemes *protocol.ArtifactSchemes `json:"artifact_schemes,omitempty"`
+	// HTTP is what the build serving may reach with outbound HTTP; absent
+	// when none serves.
+	HTTP *OutboundHTTP `json:"http,omitempty"`
 	// State is "ready" (a build serves), "failed" (none could be loaded)
 	// or "removed" (its plugin is gone; its tasks stay readable).
 	State string `json:"state"`
@@ -70,6 +73,25 @@ type StartInfo struct {
 	Reseeded []string `json:"reseeded,omitempty"`
 	// Cached is whether the snapshot came from the cache on disk.
 	Cached bool `json:"cached,omitempty"`
+}
+
+// OutboundHTTP is what an agent may reach with outbound HTTP: the
+// destinations its manifest asks for (null: it has no capabilities.http),
+// those the operator granted it, the hosts whose private addresses it
+// may reach, and the secrets the host holds for it, by name and
+// destination, never by value.
+type OutboundHTTP struct {
+	Asked        []string     `json:"asked"`
+	Granted      []string     `json:"granted"`
+	PrivateHosts []string     `json:"private_hosts"`
+	Secrets      []HeldSecret `json:"secrets"`
+}
+
+// HeldSecret is a secret the host holds for an agent, and where it may be
+// sent.
+type HeldSecret struct {
+	Name         string   `json:"name"`
+	Destinations []string `json:"destinations"`
 }
 
 // agentList is the body of GET /agents.
