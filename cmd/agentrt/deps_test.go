@@ -36,8 +36,10 @@ var allowedImports = map[string][]string{
 	// Outbound HTTP under an agent's policy: it owns the network.
 	"hostapi/egress": {"plugins/abi"},
 	// What plugin authors import: nothing of the host.
-	"plugins/abi":                 {},
-	"plugins/go":                  {"plugins/abi", "plugins/go/internal/harness"},
+	"plugins/abi": {},
+	"plugins/go":  {"plugins/abi", "plugins/go/internal/harness"},
+	// Outbound HTTP shaped like net/http's client, over the kit.
+	"plugins/go/http":             {"plugins/abi", "plugins/go"},
 	"plugins/go/internal/harness": {},
 	// The kit's test harness, which plugins' tests import.
 	"plugins/go/agenttest": {"plugins/abi", "plugins/go", "plugins/go/internal/harness"},

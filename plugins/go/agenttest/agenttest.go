@@ -29,8 +29,11 @@
 // workspace before the artifact handler runs and taken back when the
 // handler rejects it, and a URI upload is handed to it as it is; a
 // download runs the download handler, or is the stored bytes or the URI;
-// paths are checked as the host checks them. It does not check URIs
-// against an agent's schemes, and it does
+// paths are checked as the host checks them; an outbound request goes to
+// Host.HTTP only for a destination in Host.Allow, with the headers and
+// secrets agentrt would send, redirects followed and checked, and the
+// secrets scrubbed from what comes back. It does not check URIs
+// against an agent's schemes, nor addresses (a test's server is its own), and it does
 // not hold a handler to agentrt's limits (time, memory, sizes, counts):
 // "agentrt call" runs one handler in the real sandbox, under them.
 //
@@ -45,6 +48,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -60,6 +64,16 @@ import (
 type Host struct {
 	// Config is what agent.Config returns: the operator's settings.
 	Config map[string]string
+	// HTTP serves the plugin's outbound requests (package
+	// plugins/go/http, agent.RoundTrip, agent.FetchArtifact), in this
+	// process, to the destinations in Allow, with secrets filled in from
+	// Secrets (http.go). Nil refuses every request.
+	HTTP http.Handler
+	// Allow are the destinations the operator grants the plugin
+	// ("https://api.example.com/v1", "https://*.example.com").
+	Allow []string
+	// Secrets are the secrets the host holds for the plugin, by name.
+	Secrets map[string]Secret
 
 	mu     sync.Mutex
 	nextID int

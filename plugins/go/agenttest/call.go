@@ -38,6 +38,8 @@ type call struct {
 	// nothing; downloaded is what it wrote.
 	download   bool
 	downloaded []byte
+	// resp is the last outbound response (http.go).
+	resp *sentResponse
 }
 
 func (t *Task) call(in abi.Input, stepID string) *call {
