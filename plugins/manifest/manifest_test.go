@@ -84,7 +84,7 @@ func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
 			MaxHTTPRequest:       ptr[int64](1 << 20),
 			MaxHTTPResponse:      ptr[int64](2_000_000),
 		},
-		Settings:     map[string]string{"greeting": "hello", "empty": "", "text": "héllo 😀 \\ud800"},
+		Settings: map[string]string{"greeting": "hello", "empty": "", "text": "héllo 😀 \\ud800"},
 		Capabilities: Capabilities{ArtifactSchemes: &ArtifactSchemes{Input: []string{"file", "s3", "git+ssh"}, Output: []string{}},
 			HTTP: []abi.Destination{
 				{Scheme: "https", Host: "api.openai.com", Port: 443, Path: "/v1/"},
