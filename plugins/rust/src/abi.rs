@@ -123,6 +123,10 @@ mod tests {
             FUNC_WORKSPACE_DELETE,
             FUNC_CONFIG,
             FUNC_DOWNLOAD_WRITE,
+            FUNC_HTTP_REQUEST,
+            FUNC_HTTP_RESPONSE,
+            FUNC_HTTP_RESPONSE_BODY,
+            FUNC_ARTIFACT_FETCH,
         ];
         want.sort_unstable();
         assert_eq!(imports, want);

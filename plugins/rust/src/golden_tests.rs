@@ -442,6 +442,56 @@ fn writes_the_golden_artifact_metas() {
     }
 }
 
+#[test]
+fn writes_the_golden_http_requests() {
+    for (name, text) in goldens("http_request") {
+        let want = parse(&text).unwrap();
+        let mut m = Members::of(&name, &want);
+        let url = m.text("url").unwrap();
+        let mut req = crate::http::request(&m.text("method").unwrap_or_default(), &url);
+        if let Some(Value::Array(headers)) = m.take("headers") {
+            for h in headers {
+                req = req.header(h["name"].as_str().unwrap(), h["value"].as_str().unwrap());
+            }
+        }
+        if let Some(ms) = m.take("timeout_ms") {
+            req = req.timeout(std::time::Duration::from_millis(ms.as_u64().unwrap()));
+        }
+        if let Some(n) = m.take("max_response_bytes") {
+            req = req.max_response_bytes(n.as_u64().unwrap());
+        }
+        if let Some(Value::Bool(true)) = m.take("no_redirects") {
+            req = req.no_redirects();
+        }
+        m.done();
+        assert_same(&name, &req.message(), &without_future(&want));
+    }
+}
+
+#[test]
+fn reads_the_golden_http_responses() {
+    for (name, text) in goldens("http_response") {
+        let golden = parse(&text).unwrap();
+        let size = golden["body_size"].as_u64().unwrap() as usize;
+        let r = crate::http::Response::read(&golden, vec![b'x'; size]);
+        let headers: Vec<Value> = r
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                Value::object()
+                    .with("name", n.as_str())
+                    .with("value", v.as_str())
+            })
+            .collect();
+        let read = Value::object()
+            .with("status", r.status())
+            .with("headers", headers)
+            .with("body_size", r.bytes().len())
+            .with("url", r.url());
+        assert_same(&name, &read, &without_future(&golden));
+    }
+}
+
 /// The comparison itself: what it must tell apart.
 #[test]
 fn compares_json_meaning() {

@@ -59,6 +59,24 @@ mod raw {
         pub fn host_config(buf: *mut u8, cap: i32) -> i32;
         #[link_name = "download_write"]
         pub fn host_download_write(data: *const u8, data_len: i32) -> i32;
+        #[link_name = "http_request"]
+        pub fn host_http_request(
+            req: *const u8,
+            req_len: i32,
+            body: *const u8,
+            body_len: i32,
+        ) -> i32;
+        #[link_name = "http_response"]
+        pub fn host_http_response(buf: *mut u8, cap: i32) -> i32;
+        #[link_name = "http_response_body"]
+        pub fn host_http_response_body(buf: *mut u8, cap: i32) -> i32;
+        #[link_name = "artifact_fetch"]
+        pub fn host_artifact_fetch(
+            id: *const u8,
+            id_len: i32,
+            path: *const u8,
+            path_len: i32,
+        ) -> i32;
     }
 }
 
@@ -243,6 +261,56 @@ pub(crate) fn config() -> Result<Vec<u8>, Error> {
     sized_read(abi::FUNC_CONFIG, |buf, cap| unsafe {
         raw::host_config(buf, cap)
     })
+}
+
+/// Sends an outbound request (its message, and its body) through the host.
+pub(crate) fn http_request(req: &[u8], body: &[u8]) -> Result<(), Error> {
+    let req_len = len32(abi::FUNC_HTTP_REQUEST, req.len())?;
+    let body_len = len32(abi::FUNC_HTTP_REQUEST, body.len())?;
+    // SAFETY: the host only reads the two ranges.
+    status(abi::FUNC_HTTP_REQUEST, unsafe {
+        raw::host_http_request(req.as_ptr(), req_len, body.as_ptr(), body_len)
+    })
+}
+
+/// The last response's message.
+pub(crate) fn http_response() -> Result<Vec<u8>, Error> {
+    // SAFETY: the host writes at most cap bytes at buf.
+    sized_read(abi::FUNC_HTTP_RESPONSE, |buf, cap| unsafe {
+        raw::host_http_response(buf, cap)
+    })
+}
+
+/// The last response's body, of `size` bytes as its message said: read in
+/// one call into a buffer of that size.
+pub(crate) fn http_response_body(size: usize) -> Result<Vec<u8>, Error> {
+    let func = abi::FUNC_HTTP_RESPONSE_BODY;
+    let cap = len32(func, size)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(size);
+    // SAFETY: the host writes at most cap bytes at buf.
+    let n = unsafe { raw::host_http_response_body(buf.as_mut_ptr(), cap) };
+    if n < 0 {
+        return Err(host_error(func, n));
+    }
+    if n as usize <= size {
+        // SAFETY: the host copied exactly n <= size bytes into buf.
+        unsafe { buf.set_len(n as usize) };
+        return Ok(buf);
+    }
+    // SAFETY: as above.
+    sized_read(func, |buf, cap| unsafe {
+        raw::host_http_response_body(buf, cap)
+    })
+}
+
+/// Fetches a URI artifact into a workspace file; returns its size.
+pub(crate) fn artifact_fetch(id: &str, path: &str) -> Result<u64, Error> {
+    let id_len = len32(abi::FUNC_ARTIFACT_FETCH, id.len())?;
+    let path_len = len32(abi::FUNC_ARTIFACT_FETCH, path.len())?;
+    // SAFETY: the host only reads the two ranges.
+    let n = unsafe { raw::host_artifact_fetch(id.as_ptr(), id_len, path.as_ptr(), path_len) };
+    status(abi::FUNC_ARTIFACT_FETCH, n)?;
+    Ok(n as u64)
 }
 
 /// Decodes a host function's JSON answer.

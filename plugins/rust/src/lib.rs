@@ -63,7 +63,9 @@
 //!
 //! From a handler, the plugin can [`log()`], [`create_artifact`],
 //! [`publish_file`] and [`create_uri_artifact`], use its task's
-//! [`workspace`] and read its [`config()`].
+//! [`workspace`], read its [`config()`], call out with [`http`] to the
+//! destinations the operator granted, and [`fetch_artifact`] a URI
+//! artifact into the workspace.
 //! Messages are JSON; [`json`] is the kit's own small JSON module, with
 //! [`json::Value`] for free-form fields such as `additional_input`. The kit
 //! has no dependencies (serde_json would add about 100 KB to every plugin);
@@ -105,6 +107,7 @@ mod log;
 pub mod abi;
 #[doc(hidden)]
 pub mod exports;
+pub mod http;
 pub mod json;
 pub mod workspace;
 
@@ -121,6 +124,7 @@ pub use download::Download;
 pub use error::{
     default_download, reject, replace_with_file, replace_with_uri, Context, Error, ErrorCode,
 };
+pub use http::fetch_artifact;
 pub use log::{debug, error, info, log, warn, Level};
 
 /// Defines the plugin's exports from its handlers.

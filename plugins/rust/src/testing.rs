@@ -50,8 +50,12 @@ use std::fmt;
 
 use crate::abi;
 use crate::host::fake::{self, State};
+
+mod http;
 use crate::json::{self, Value};
 use crate::log::Level;
+use http::HttpSetup;
+pub use http::{Reply, SentRequest};
 
 /// The handlers of a plugin, as [`export_agent!`](crate::export_agent!)
 /// defines them: each runs the handler on the call in progress.
@@ -79,6 +83,10 @@ pub struct Host {
     pub config: BTreeMap<String, String>,
     handlers: Handlers,
     next_id: Cell<u64>,
+    /// Outbound HTTP: what is granted, the secrets held, and the server
+    /// (testing/http.rs, through [`Host::allow_http`], [`Host::secret`],
+    /// [`Host::serve_http`]).
+    http: HttpSetup,
 }
 
 /// A task of a [`Host`].
@@ -224,6 +232,7 @@ impl Host {
             config: BTreeMap::new(),
             handlers,
             next_id: Cell::new(0),
+            http: HttpSetup::default(),
         }
     }
 
@@ -644,6 +653,7 @@ impl<'h> Task<'h> {
             files: std::mem::take(&mut self.files),
             config: config.to_json(),
             last_id: self.host.next_id.get(),
+            http: Some(self.host.http.setup()),
             ..State::default()
         });
         let code = handler();

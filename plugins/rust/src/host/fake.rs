@@ -9,6 +9,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use crate::abi;
 use crate::json::{self, Value};
@@ -38,7 +39,14 @@ pub(crate) struct State {
     /// Set for a download handler's call: download_write works, and
     /// nothing may change (as agentrt refuses changes from a download).
     pub download: bool,
+    /// What outbound requests reach (http.rs); None refuses them all.
+    pub http: Option<Rc<http::Setup>>,
+    /// The last response's message and body.
+    pub http_response: Option<(Vec<u8>, Vec<u8>)>,
 }
+
+mod http;
+pub(crate) use http::Setup;
 
 /// Whether the input message is the download handler's.
 fn is_download(input: &[u8]) -> bool {
@@ -490,4 +498,136 @@ pub unsafe fn host_download_write(data: *const u8, data_len: i32) -> i32 {
 
 pub unsafe fn host_config(buf: *mut u8, cap: i32) -> i32 {
     call(|s| copy_out(s.config.as_bytes(), buf, cap))
+}
+
+/// Runs `f` on the call in progress with its borrow released while `f`
+/// runs the test's server: `f` gets what it needs first through `take`.
+fn outbound<T>(
+    take: impl FnOnce(&mut State) -> Result<T, i32>,
+    f: impl FnOnce(T) -> Result<i32, (i32, String)>,
+) -> i32 {
+    let got = STATE.with(|s| match s.borrow_mut().as_mut() {
+        Some(state) => Some(take(state)),
+        None => None,
+    });
+    let got = match got {
+        None => return abi::ERR_NOT_ALLOWED,
+        Some(Err(code)) => return code,
+        Some(Ok(v)) => v,
+    };
+    match f(got) {
+        Ok(n) => n,
+        Err((code, msg)) => with(|s| fail(s, code, &msg)),
+    }
+}
+
+pub unsafe fn host_http_request(
+    req: *const u8,
+    req_len: i32,
+    body: *const u8,
+    body_len: i32,
+) -> i32 {
+    let req = bytes(req, req_len).to_vec();
+    let body = bytes(body, body_len).to_vec();
+    outbound(
+        |s| {
+            s.http_response = None;
+            Ok(s.http.clone())
+        },
+        |setup| {
+            let message = json::parse(&String::from_utf8_lossy(&req)).map_err(|_| {
+                (
+                    abi::ERR_INVALID,
+                    "the request message is not valid JSON".to_string(),
+                )
+            })?;
+            let (meta, body) = http::send(setup.as_deref(), &message, body)?;
+            with(|s| s.http_response = Some((meta, body)));
+            Ok(0)
+        },
+    )
+}
+
+pub unsafe fn host_http_response(buf: *mut u8, cap: i32) -> i32 {
+    call(|s| match &s.http_response {
+        Some((meta, _)) => copy_out(meta, buf, cap),
+        None => fail(
+            s,
+            abi::ERR_NOT_FOUND,
+            "no response: the last request failed, or none was made",
+        ),
+    })
+}
+
+pub unsafe fn host_http_response_body(buf: *mut u8, cap: i32) -> i32 {
+    call(|s| match &s.http_response {
+        Some((_, body)) => copy_out(body, buf, cap),
+        None => fail(
+            s,
+            abi::ERR_NOT_FOUND,
+            "no response: the last request failed, or none was made",
+        ),
+    })
+}
+
+pub unsafe fn host_artifact_fetch(
+    id: *const u8,
+    id_len: i32,
+    path: *const u8,
+    path_len: i32,
+) -> i32 {
+    let id = String::from_utf8_lossy(bytes(id, id_len)).into_owned();
+    let path = String::from_utf8_lossy(bytes(path, path_len)).into_owned();
+    outbound(
+        |s| {
+            read_only(s)?;
+            let path = check_path(s, &path)?;
+            let input = json::parse(&String::from_utf8_lossy(&s.input)).unwrap_or(Value::Null);
+            let mut artifacts: Vec<Value> = input["task"]["artifacts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            artifacts.push(input["artifact"].clone());
+            let uri = match artifacts
+                .iter()
+                .find(|a| a["artifact_id"].as_str() == Some(id.as_str()))
+            {
+                None => {
+                    return Err(fail(
+                        s,
+                        abi::ERR_NOT_FOUND,
+                        &format!("the task has no artifact {:?}", id),
+                    ))
+                }
+                Some(a) => a["uri"].as_str().unwrap_or("").to_string(),
+            };
+            if !uri.starts_with("http://") && !uri.starts_with("https://") {
+                return Err(fail(
+                    s,
+                    abi::ERR_NOT_ALLOWED,
+                    "only http and https URI artifacts are fetched",
+                ));
+            }
+            Ok((s.http.clone(), uri, path))
+        },
+        |(setup, uri, path)| {
+            let message = Value::object().with("url", uri);
+            let (meta, body) = http::send(setup.as_deref(), &message, Vec::new())?;
+            let status = json::parse(&String::from_utf8_lossy(&meta))
+                .ok()
+                .and_then(|m| m["status"].as_u64())
+                .unwrap_or(0);
+            if !(200..300).contains(&status) {
+                return Err((abi::ERR_IO, format!("the server answered {}", status)));
+            }
+            let n = body.len() as i32;
+            with(|s| match check_write(s, &path) {
+                Ok(()) => {
+                    s.files.insert(path, body);
+                    Ok(n)
+                }
+                Err(code) => Err((code, s.last_error.clone())),
+            })
+        },
+    )
 }

@@ -1,0 +1,303 @@
+//! Outbound HTTP in the harness: the plugin's requests reach a server of
+//! the test's, in this process, as agentrt would send them (the fake
+//! host's `http` module): to the destinations granted with
+//! [`Host::allow_http`], with the secrets of [`Host::secret`] filled in
+//! for their destinations and scrubbed from what comes back.
+
+use std::rc::Rc;
+
+use super::Host;
+use crate::host::fake::Setup;
+use crate::json::Value;
+
+/// A request as the test's server gets it: the secrets filled in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentRequest {
+    pub method: String,
+    /// The absolute URL.
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl SentRequest {
+    /// The first value of the header `name` (in any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The URL's path and query ("/v1/chat?x=1").
+    pub fn path(&self) -> &str {
+        let rest = self.url.splitn(2, "://").nth(1).unwrap_or("");
+        rest.find('/').map_or("/", |i| &rest[i..])
+    }
+
+    /// The body as JSON (`Null` when it is not).
+    pub fn json(&self) -> Value {
+        crate::json::parse(&String::from_utf8_lossy(&self.body)).unwrap_or(Value::Null)
+    }
+}
+
+/// What the test's server answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// An answer of `status` with no header and no body.
+    pub fn new(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A 200 with `text` (text/plain).
+    pub fn text(text: &str) -> Reply {
+        Reply::new(200)
+            .header("Content-Type", "text/plain; charset=utf-8")
+            .body(text)
+    }
+
+    /// A 200 with `value` as JSON.
+    pub fn json(value: &Value) -> Reply {
+        Reply::new(200)
+            .header("Content-Type", "application/json")
+            .body(value.to_json())
+    }
+
+    /// A redirect of `status` (301, 302, 303, 307, 308) to `location`.
+    pub fn redirect(status: u16, location: &str) -> Reply {
+        Reply::new(status).header("Location", location)
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Reply {
+        self.body = body.into();
+        self
+    }
+}
+
+/// What a host was told of outbound HTTP.
+#[derive(Clone, Default)]
+pub(crate) struct HttpSetup {
+    allow: Vec<String>,
+    secrets: Vec<(String, String, Vec<String>)>,
+    server: Option<Rc<dyn Fn(&SentRequest) -> Reply>>,
+}
+
+impl HttpSetup {
+    /// The fake host's setup for a call.
+    pub(crate) fn setup(&self) -> Rc<Setup> {
+        Rc::new(Setup {
+            allow: self.allow.clone(),
+            secrets: self.secrets.clone(),
+            server: self.server.clone(),
+        })
+    }
+}
+
+impl Host {
+    /// Grants the plugin a destination, as the operator would
+    /// (`https://api.example.com/v1`, `https://*.example.com`); nothing is
+    /// granted otherwise.
+    pub fn allow_http(&mut self, destination: &str) -> &mut Host {
+        self.http.allow.push(destination.to_string());
+        self
+    }
+
+    /// Holds the secret `name` for the plugin, to be sent only to
+    /// `destinations`.
+    pub fn secret(&mut self, name: &str, value: &str, destinations: &[&str]) -> &mut Host {
+        let dests = destinations.iter().map(|d| d.to_string()).collect();
+        self.http
+            .secrets
+            .push((name.to_string(), value.to_string(), dests));
+        self
+    }
+
+    /// Answers the plugin's outbound requests with `server`.
+    pub fn serve_http(&mut self, server: impl Fn(&SentRequest) -> Reply + 'static) -> &mut Host {
+        self.http.server = Some(Rc::new(server));
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Handlers;
+    use crate::{exports, http, ErrorCode, StepResult};
+
+    fn handlers(step: fn() -> i32) -> Handlers {
+        Handlers {
+            step,
+            task: None,
+            artifact: None,
+            download: None,
+        }
+    }
+
+    const KEY: &str = "sk-test-0123456789";
+
+    fn host(step: fn() -> i32) -> Host {
+        let mut host = Host::new(handlers(step));
+        host.allow_http("https://api.test")
+            .allow_http("https://other.test")
+            .secret("KEY", KEY, &["https://api.test/v1"])
+            .serve_http(|req| {
+                if req.path() == "/moved" {
+                    return Reply::redirect(302, "https://evil.test/");
+                }
+                if req.path() == "/v1/old" {
+                    return Reply::redirect(301, "/v1/new");
+                }
+                Reply::text(&format!(
+                    "{} {} key={} body={}",
+                    req.method,
+                    req.path(),
+                    req.header("authorization").unwrap_or(""),
+                    String::from_utf8_lossy(&req.body)
+                ))
+                .header("X-Echo", req.header("authorization").unwrap_or(""))
+            });
+        host
+    }
+
+    #[test]
+    fn a_request_reaches_the_server_with_its_secret_and_comes_back_scrubbed() {
+        let host = host(|| {
+            exports::on_step(|_| {
+                let resp = http::post("https://api.test/v1/chat")
+                    .header("Authorization", &format!("Bearer {}", http::secret("KEY")))
+                    .body("hi")
+                    .send()?;
+                Ok(StepResult::output(format!(
+                    "{} {} | {} | {}",
+                    resp.status(),
+                    resp.text()?,
+                    resp.header("x-echo").unwrap_or(""),
+                    resp.url()
+                )))
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        let step = task.step("go").unwrap();
+        assert_eq!(
+            step.output,
+            "200 POST /v1/chat key=Bearer {{secret:KEY}} body=hi | Bearer {{secret:KEY}} | https://api.test/v1/chat"
+        );
+        assert!(!step.output.contains(KEY));
+    }
+
+    #[test]
+    fn a_refused_request_fails_with_its_code() {
+        let host = host(|| {
+            exports::on_step(|_| {
+                let cases: Vec<(http::Request, ErrorCode)> = vec![
+                    (http::get("https://evil.test/"), ErrorCode::NotAllowed),
+                    (http::get("https://api.test/moved"), ErrorCode::NotAllowed),
+                    (
+                        http::get("https://other.test/").header("X-Key", &http::secret("KEY")),
+                        ErrorCode::NotAllowed,
+                    ),
+                    (
+                        http::get("https://api.test/").header("Host", "evil.test"),
+                        ErrorCode::Invalid,
+                    ),
+                    (
+                        http::get(&format!("https://api.test/?k={}", http::secret("KEY"))),
+                        ErrorCode::Invalid,
+                    ),
+                ];
+                for (i, (req, code)) in cases.into_iter().enumerate() {
+                    match req.send() {
+                        Err(e)
+                            if e.code() == Some(code)
+                                && e.message().starts_with("http_request: ") => {}
+                        other => {
+                            return Err(format!("case {}: {:?}, want {:?}", i, other, code).into())
+                        }
+                    }
+                }
+                Ok(StepResult::output("ok"))
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "ok");
+    }
+
+    #[test]
+    fn redirects_are_followed_unless_the_request_says_not() {
+        let host = host(|| {
+            exports::on_step(|_| {
+                let req = http::get("https://api.test/v1/old")
+                    .header("Authorization", &http::secret("KEY"));
+                let moved = req.clone().no_redirects().send()?;
+                let followed = req.send()?;
+                Ok(StepResult::output(format!(
+                    "{} {} | {} {}",
+                    moved.status(),
+                    moved.header("Location").unwrap_or(""),
+                    followed.url(),
+                    followed.text()?
+                )))
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(
+            task.step("go").unwrap().output,
+            "301 /v1/new | https://api.test/v1/new GET /v1/new key={{secret:KEY}} body="
+        );
+    }
+
+    #[test]
+    fn fetch_artifact_writes_a_uri_artifacts_bytes_to_the_workspace() {
+        let host = host(|| {
+            exports::on_step(|s| {
+                let n = crate::fetch_artifact(&s.task.artifacts[0].id, "in/page.txt")?;
+                match crate::fetch_artifact("nope", "x") {
+                    Err(e) if e.is_not_found() => {}
+                    other => return Err(format!("no such artifact: {:?}", other).into()),
+                }
+                Ok(StepResult::output(n.to_string()))
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        task.upload_uri("https://api.test/page", "", "").unwrap();
+        let step = task.step("go").unwrap();
+        let data = task.read_file("in/page.txt").unwrap();
+        assert_eq!(
+            String::from_utf8(data.clone()).unwrap(),
+            "GET /page key= body="
+        );
+        assert_eq!(step.output, data.len().to_string());
+    }
+
+    #[test]
+    fn without_a_grant_nothing_is_reached() {
+        let host = Host::new(handlers(|| {
+            exports::on_step(|_| match http::get("https://api.test/").send() {
+                Err(e) if e.code() == Some(ErrorCode::NotAllowed) => {
+                    Ok(StepResult::output("refused"))
+                }
+                other => Err(format!("{:?}", other).into()),
+            })
+        }));
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "refused");
+    }
+}
