@@ -432,5 +432,3 @@ func TestOnlyAPluginThatCallsOutImportsTheHTTPFunctions(t *testing.T) {
 		}
 	}
 }
-
-
