@@ -43,6 +43,9 @@ func (h *host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error)
 }
 func (h *host) WorkspaceDelete(context.Context, string) error { return nil }
 func (h *host) DownloadWrite(context.Context, []byte) error   { return nil }
+func (h *host) FetchArtifact(context.Context, string, string, func(context.Context, string) ([]byte, error)) (int64, error) {
+	return 0, nil
+}
 
 var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
 	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)

@@ -52,6 +52,7 @@ var allowedImports = map[string][]string{
 	"examples/planner/go":    {"plugins/go"},
 	"examples/washington/go": {"plugins/go"},
 	"bench/bigfile":          {},
+	"bench/egress":           {"hostapi/egress", "plugins/abi"},
 	"bench/fsyncprobe":       {},
 	"bench/sandbox":          {},
 	"bench/seed":             {},

@@ -336,7 +336,7 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 	if resp.ContentLength > maxBody {
 		return nil, &target, errorf(Limit, "the response's body of %d bytes is over the limit of %d bytes", resp.ContentLength, maxBody)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	data, err := readBody(resp, maxBody)
 	if err != nil {
 		return nil, &target, c.failure(ctx, err, timeout)
 	}
@@ -346,6 +346,28 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 	res := &Response{Status: resp.StatusCode, Body: c.scrub.bytes(data), URL: c.scrub.string(last.String())}
 	res.Header = c.responseHeaders(resp.Header, len(res.Body) != len(data), len(res.Body))
 	return res, &target, nil
+}
+
+// readBody reads at most max+1 bytes of resp's body, into one buffer of
+// the size the response says it has when it says one.
+func readBody(resp *http.Response, max int64) ([]byte, error) {
+	r := io.LimitReader(resp.Body, max+1)
+	n := resp.ContentLength
+	if n < 0 || n > max {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, n+1)
+	total := 0
+	for total < len(buf) {
+		m, err := r.Read(buf[total:])
+		total += m
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return buf[:total], nil
 }
 
 // grantedList names the granted destinations for a refusal, or says
