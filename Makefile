@@ -1,7 +1,7 @@
 # agentrt — the two commands a new user needs:
 #
 #   make run    build agentrt and the washington example (Go) and serve it on :8000
-#   make serve  build every example in every language and serve the nine as a fleet
+#   make serve  build every example in every language and serve them as a fleet
 #   make test   install what the tests need, build every plugin, run all tests
 #               and the protocol's official compliance suite
 #
@@ -81,7 +81,7 @@ $(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*
 run: build/agentrt $(PLUGIN_DIR)/washington-go.wasm
 	./build/agentrt run $(PLUGIN_DIR)/washington-go.wasm --addr $(ADDR) --data $(DATA)
 
-# Every example in every language as a fleet of nine agents, each at
+# Every example in every language as a fleet of agents, each at
 # http://ADDR/agents/<example>-<lang>/ap/v1, washington-go also at /ap/v1.
 FLEET_DIR ?= build/fleet
 
@@ -89,6 +89,19 @@ serve: build/agentrt plugins
 	@mkdir -p $(FLEET_DIR)
 	cp $(PLUGINS) $(FLEET_DIR)/
 	./build/agentrt serve --plugins $(FLEET_DIR) --default washington-go --addr $(ADDR) --data $(DATA)
+
+# The LLM agent against an OpenAI-compatible endpoint: the key in
+# OPENAI_API_KEY, held by agentrt and sent only to LLM_BASE_URL. Not run by
+# "make test" (the tests use a mock on loopback).
+LLM_BASE_URL ?= https://api.openai.com/v1
+LLM_MODEL    ?= gpt-4o-mini
+
+.PHONY: run-llm
+run-llm: build/agentrt $(PLUGIN_DIR)/llm-agent-go.wasm
+	@[ -n "$${OPENAI_API_KEY:-}" ] || { echo "run-llm: set OPENAI_API_KEY to the endpoint's key"; exit 2; }
+	./build/agentrt run $(PLUGIN_DIR)/llm-agent-go.wasm --addr $(ADDR) --data $(DATA) \
+		--allow-http $(LLM_BASE_URL)/ --secret-env OPENAI_API_KEY@$(LLM_BASE_URL)/ \
+		--config base_url=$(LLM_BASE_URL) --config model=$(LLM_MODEL)
 
 toolchains:
 	scripts/toolchains.sh
