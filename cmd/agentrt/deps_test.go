@@ -49,6 +49,7 @@ var allowedImports = map[string][]string{
 	"cmd/agentrt":      {"*"},
 
 	"examples/echo/go":       {"plugins/go"},
+	"examples/llm-agent/go":  {"plugins/go", "plugins/go/http"},
 	"examples/planner/go":    {"plugins/go"},
 	"examples/washington/go": {"plugins/go"},
 	"bench/bigfile":          {},
