@@ -216,7 +216,13 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 	start := time.Now()
 	res, target, err := c.do(ctx, r)
 	var e *Error
-	if !errors.As(err, &e) && err != nil {
+	switch {
+	case errors.As(err, &e):
+		// Every message is scrubbed here, whatever made it: a refusal
+		// names a URL a server chose (a redirect's), which may echo a
+		// secret as an answer may.
+		e = &Error{Code: e.Code, Message: c.scrub.string(e.Message)}
+	case err != nil:
 		e = &Error{Code: Failed, Message: c.scrub.error(err)}
 	}
 	where := cut(r.URL, 512)

@@ -624,3 +624,28 @@ func TestScrubbingCostsNothingWhenTheAnswerHoldsNoSecret(t *testing.T) {
 		t.Errorf("scrubbing a body without a secret allocates %v times", allocs)
 	}
 }
+
+// A server the secret is bound to may echo it anywhere, the URL it
+// redirects to included: a refusal names the redirect's URL, and so it
+// is scrubbed like an answer.
+func TestARefusalOfARedirectThatEchoesASecretHoldsItsPlaceholder(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		http.Redirect(w, r, "http://elsewhere.test/keys/"+key, http.StatusFound)
+	})
+	p := Policy{
+		Allow:        dests(t, s.url("api.test", "/")),
+		PrivateHosts: []string{"api.test"},
+		Secrets:      []Secret{{Name: "KEY", Value: secretValue, Destinations: dests(t, s.url("api.test", "/"))}},
+	}
+	c, logs := newClient(t, p, Limits{})
+	_, err := c.Do(context.Background(), &Request{URL: s.url("api.test", "/v1"),
+		Header: []abi.HTTPHeader{{Name: "Authorization", Value: "Bearer {{secret:KEY}}"}}})
+	e := wantError(t, err, Refused, "a redirect to http://elsewhere.test/keys/{{secret:KEY}}, which is not a destination")
+	if strings.Contains(e.Message, secretValue) {
+		t.Errorf("the refusal holds the secret: %s", e.Message)
+	}
+	if strings.Contains(logs.String(), secretValue) {
+		t.Errorf("the log holds the secret:\n%s", logs)
+	}
+}
