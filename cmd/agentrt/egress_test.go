@@ -114,7 +114,7 @@ func (ts *testServer) callIn(taskID string, c map[string]any) callOutcome {
 func wantRefused(t testing.TB, o callOutcome, code, what string) {
 	t.Helper()
 	if o.Code != code || !strings.Contains(o.Error, what) {
-		t.Fatalf("outcome %+v, want a failure %s saying %q", o, code, what)
+		t.Errorf("outcome %+v, want a failure %s saying %q", o, code, what)
 	}
 }
 
@@ -184,7 +184,9 @@ func TestNamesThatResolveToLoopbackOrTheMetadataAddressAndIPv4MappedAddressesAre
 		{s.at("[::ffff:127.0.0.1]", "/"), "a loopback address"},
 		{"http://[::ffff:169.254.169.254]/", "a link-local address"},
 	} {
-		wantRefused(t, ts.call(map[string]any{"url": c.url}), "not_allowed", c.what)
+		if o := ts.call(map[string]any{"url": c.url}); o.Code != "not_allowed" || !strings.Contains(o.Error, c.what) {
+			t.Errorf("%s: outcome %+v, want a failure not_allowed saying %q", c.url, o, c.what)
+		}
 	}
 	if n := s.hits.Load(); n != 0 {
 		t.Errorf("refused requests reached the server %d times", n)
@@ -210,17 +212,39 @@ func TestAPluginCannotSetHostHopByHopOrProxyHeaders(t *testing.T) {
 }
 
 func TestAnOversizedResponseIsRefused(t *testing.T) {
+	// /sized says its length (Content-Length) and is refused unread;
+	// /streamed does not (chunked) and is refused once the limit is read
+	// past.
 	s := startLoopback(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/streamed" {
+			for range 4 {
+				w.Write([]byte(strings.Repeat("z", 512)))
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Length", "2048")
 		w.Write([]byte(strings.Repeat("x", 2048)))
 	})
 	ts := serveCaller(t, "--allow-http", "caller="+s.at("api.test", "/"), "--allow-private-host", "api.test",
 		"--max-http-response", "1KiB", "--max-http-request", "1KiB")
-	wantRefused(t, ts.call(map[string]any{"url": s.at("api.test", "/")}), "limit", "over the limit of 1024 bytes")
-	wantRefused(t, ts.call(map[string]any{"url": s.at("api.test", "/"), "max_response": 100}), "limit", "over the limit of 100 bytes")
-	wantRefused(t, ts.call(map[string]any{"method": "POST", "url": s.at("api.test", "/"), "body": strings.Repeat("y", 1025)}),
-		"limit", "request's body of 1025 bytes is over the limit of 1024 bytes")
-	if n := s.hits.Load(); n != 2 {
-		t.Errorf("the server was reached %d times, want twice (not by the oversized request)", n)
+	for _, c := range []struct {
+		cmd  map[string]any
+		want string
+	}{
+		{map[string]any{"url": s.at("api.test", "/sized")}, "the response's body of 2048 bytes is over the limit of 1024 bytes"},
+		{map[string]any{"url": s.at("api.test", "/streamed")}, "the response's body is over the limit of 1024 bytes"},
+		{map[string]any{"url": s.at("api.test", "/sized"), "max_response": 100}, "the response's body of 2048 bytes is over the limit of 100 bytes"},
+		{map[string]any{"url": s.at("api.test", "/streamed"), "max_response": 100}, "the response's body is over the limit of 100 bytes"},
+		{map[string]any{"method": "POST", "url": s.at("api.test", "/"), "body": strings.Repeat("y", 1025)},
+			"request's body of 1025 bytes is over the limit of 1024 bytes"},
+	} {
+		if o := ts.call(c.cmd); o.Code != "limit" || !strings.Contains(o.Error, c.want) {
+			t.Errorf("%v: outcome %+v, want a failure limit saying %q", c.cmd["url"], o, c.want)
+		}
+	}
+	if n := s.hits.Load(); n != 4 {
+		t.Errorf("the server was reached %d times, want 4 (not by the oversized request)", n)
 	}
 }
 
@@ -247,24 +271,35 @@ func TestASlowResponsePastTheTimeLimitIsRefused(t *testing.T) {
 
 func TestTheRequestIsCancelledWhenTheHandlerCallEnds(t *testing.T) {
 	arrived, gone := make(chan struct{}, 1), make(chan struct{}, 1)
+	release := make(chan struct{}) // closed when the test fails, to end the request
 	s := startLoopback(t, func(w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
-		<-r.Context().Done()
-		gone <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			gone <- struct{}{}
+		case <-release:
+		}
 	})
-	ts := serveCaller(t, "--allow-http", "caller="+s.at("api.test", "/"), "--allow-private-host", "api.test", "--call-timeout", "1s")
+	// The request's own limit is far off: only the call's end (1s) can end
+	// it before the test gives up waiting.
+	ts := serveCaller(t, "--allow-http", "caller="+s.at("api.test", "/"), "--allow-private-host", "api.test",
+		"--call-timeout", "1s", "--http-timeout", "10m")
 	task := ts.createTask(`{}`)
 	in, _ := json.Marshal(map[string]any{"url": s.at("api.test", "/")})
 	body, _ := json.Marshal(map[string]string{"input": string(in)})
-	r := ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "application/json", string(body))
-	r.wantError(t, http.StatusGatewayTimeout, "")
-	for _, ch := range []chan struct{}{arrived, gone} {
+	step := ts.start("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "application/json", string(body))
+	for _, w := range []struct {
+		ch   chan struct{}
+		what string
+	}{{arrived, "the request did not reach the server"}, {gone, "the server never saw the request end"}} {
 		select {
-		case <-ch:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the request did not reach the server, or the server never saw it end")
+		case <-w.ch:
+		case <-time.After(20 * time.Second):
+			close(release)
+			t.Fatal(w.what)
 		}
 	}
+	step.wait().wantError(t, http.StatusGatewayTimeout, "")
 }
 
 func TestAHandlerCallMakesAtMostItsRequests(t *testing.T) {
@@ -290,12 +325,16 @@ func TestAURIArtifactIsFetchedThroughThePolicyOnly(t *testing.T) {
 	ts.upload(task.TaskID, part{name: "uri", value: s.at("api.test", "/secret/keys.txt")}).want(t, 200).decode(t, &refused)
 	o := ts.callIn(task.TaskID, map[string]any{"fetch": granted.ArtifactID, "path": "in/report.pdf"})
 	if o.Size != int64(len("bytes of /files/report.pdf")) || o.Error != "" {
-		t.Fatalf("fetch: %+v", o)
+		t.Errorf("fetch: %+v", o)
 	}
 	if o := ts.callIn(task.TaskID, map[string]any{"read": "in/report.pdf"}); o.Body != "bytes of /files/report.pdf" {
 		t.Errorf("the fetched file holds %+v", o)
 	}
 	wantRefused(t, ts.callIn(task.TaskID, map[string]any{"fetch": refused.ArtifactID, "path": "x"}), "not_allowed", "not a destination granted")
+	// The same server by its address, which any client could reach.
+	var byAddress protocolArtifact
+	ts.upload(task.TaskID, part{name: "uri", value: s.at("127.0.0.1", "/files/report.pdf")}).want(t, 200).decode(t, &byAddress)
+	wantRefused(t, ts.callIn(task.TaskID, map[string]any{"fetch": byAddress.ArtifactID, "path": "y"}), "not_allowed", "not a destination granted")
 	if n := s.hits.Load(); n != 1 {
 		t.Errorf("the server was reached %d times, want once", n)
 	}

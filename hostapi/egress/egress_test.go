@@ -448,8 +448,7 @@ func TestASlowResponsePastTheTimeLimitIsRefusedAndTheServerSeesItCancelled(t *te
 		close(gone)
 	})
 	c, _ := newClient(t, Policy{Allow: dests(t, s.url("api.test", "/")), PrivateHosts: []string{"api.test"}}, Limits{Timeout: 200 * time.Millisecond})
-	_, err := c.Do(context.Background(), &Request{URL: s.url("api.test", "/")})
-	wantError(t, err, Limit, "longer than its time limit of 200ms")
+	wantError(t, doWithin(t, c, &Request{URL: s.url("api.test", "/")}), Limit, "longer than its time limit of 200ms")
 	select {
 	case <-gone:
 	case <-time.After(10 * time.Second):
@@ -458,8 +457,28 @@ func TestASlowResponsePastTheTimeLimitIsRefusedAndTheServerSeesItCancelled(t *te
 	// A plugin's shorter limit is its own.
 	hung := newServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	c, _ = newClient(t, Policy{Allow: dests(t, hung.url("api.test", "/")), PrivateHosts: []string{"api.test"}}, Limits{Timeout: time.Minute})
-	_, err = c.Do(context.Background(), &Request{URL: hung.url("api.test", "/"), Timeout: 100 * time.Millisecond})
-	wantError(t, err, Limit, "time limit of 100ms")
+	wantError(t, doWithin(t, c, &Request{URL: hung.url("api.test", "/"), Timeout: 100 * time.Millisecond}), Limit, "time limit of 100ms")
+}
+
+// doWithin is c.Do's error, failing the test if Do has not returned
+// within 20 seconds (then the request is cancelled, so that nothing
+// outlives the test).
+func doWithin(t *testing.T, c *Client, r *Request) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, r)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request did not end at its time limit")
+		return nil
+	}
 }
 
 func TestTheRequestEndsWhenTheHandlerCallDoes(t *testing.T) {
