@@ -57,21 +57,49 @@ func server(b *testing.B) (*httptest.Server, string) {
 
 var request = []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write the word Washington to a .txt file"}]}`)
 
+// plainRequest sends the request to the server at base through c, the
+// key written in, and reads the answer.
+func plainRequest(b *testing.B, c *http.Client, base string, n int) {
+	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/%d", base, n), bytes.NewReader(request))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+}
+
+// egressClient is an agent's client granted the server on port, holding
+// the key for it.
+func egressClient(b *testing.B, port string) *egress.Client {
+	dest, _ := abi.ParseDestination("http://api.test:" + port)
+	c := egress.New(egress.Config{Agent: "bench", Limits: egress.DefaultLimits, Resolver: resolver{},
+		Policy: egress.Policy{Allow: []abi.Destination{dest}, PrivateHosts: []string{"api.test"},
+			Secrets: []egress.Secret{{Name: "KEY", Value: key, Destinations: []abi.Destination{dest}}}}})
+	b.Cleanup(c.Close)
+	return c
+}
+
+// egressRequest sends the request through c, as a plugin would: the key
+// a placeholder.
+func egressRequest(b *testing.B, c *egress.Client, port string, n int) {
+	_, err := c.Do(context.Background(), &egress.Request{Method: "POST", URL: fmt.Sprintf("http://api.test:%s/%d", port, n),
+		Header: []abi.HTTPHeader{{Name: "Authorization", Value: "Bearer {{secret:KEY}}"}, {Name: "Content-Type", Value: "application/json"}},
+		Body:   request})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 func BenchmarkPlainClient(b *testing.B) {
 	s, _ := server(b)
 	c := &http.Client{}
 	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				req, _ := http.NewRequest("POST", fmt.Sprintf("%s/%d", s.URL, n), bytes.NewReader(request))
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := c.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.ReadAll(resp.Body)
-				resp.Body.Close()
+				plainRequest(b, c, s.URL, n)
 			}
 		})
 	}
@@ -79,20 +107,11 @@ func BenchmarkPlainClient(b *testing.B) {
 
 func BenchmarkEgressClient(b *testing.B) {
 	_, port := server(b)
-	dest, _ := abi.ParseDestination("http://api.test:" + port)
-	c := egress.New(egress.Config{Agent: "bench", Limits: egress.DefaultLimits, Resolver: resolver{},
-		Policy: egress.Policy{Allow: []abi.Destination{dest}, PrivateHosts: []string{"api.test"},
-			Secrets: []egress.Secret{{Name: "KEY", Value: key, Destinations: []abi.Destination{dest}}}}})
-	defer c.Close()
+	c := egressClient(b, port)
 	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				_, err := c.Do(context.Background(), &egress.Request{Method: "POST", URL: fmt.Sprintf("http://api.test:%s/%d", port, n),
-					Header: []abi.HTTPHeader{{Name: "Authorization", Value: "Bearer {{secret:KEY}}"}, {Name: "Content-Type", Value: "application/json"}},
-					Body:   request})
-				if err != nil {
-					b.Fatal(err)
-				}
+				egressRequest(b, c, port, n)
 			}
 		})
 	}
@@ -101,11 +120,7 @@ func BenchmarkEgressClient(b *testing.B) {
 func BenchmarkSideBySide(b *testing.B) {
 	s, port := server(b)
 	plain := &http.Client{}
-	dest, _ := abi.ParseDestination("http://api.test:" + port)
-	c := egress.New(egress.Config{Agent: "bench", Limits: egress.DefaultLimits, Resolver: resolver{},
-		Policy: egress.Policy{Allow: []abi.Destination{dest}, PrivateHosts: []string{"api.test"},
-			Secrets: []egress.Secret{{Name: "KEY", Value: key, Destinations: []abi.Destination{dest}}}}})
-	defer c.Close()
+	c := egressClient(b, port)
 	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			var plainTime, egressTime time.Duration
@@ -113,25 +128,12 @@ func BenchmarkSideBySide(b *testing.B) {
 			for done := 0; done < b.N; done += round {
 				start := time.Now()
 				for range round {
-					req, _ := http.NewRequest("POST", fmt.Sprintf("%s/%d", s.URL, n), bytes.NewReader(request))
-					req.Header.Set("Authorization", "Bearer "+key)
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := plain.Do(req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					io.ReadAll(resp.Body)
-					resp.Body.Close()
+					plainRequest(b, plain, s.URL, n)
 				}
 				plainTime += time.Since(start)
 				start = time.Now()
 				for range round {
-					_, err := c.Do(context.Background(), &egress.Request{Method: "POST", URL: fmt.Sprintf("http://api.test:%s/%d", port, n),
-						Header: []abi.HTTPHeader{{Name: "Authorization", Value: "Bearer {{secret:KEY}}"}, {Name: "Content-Type", Value: "application/json"}},
-						Body:   request})
-					if err != nil {
-						b.Fatal(err)
-					}
+					egressRequest(b, c, port, n)
 				}
 				egressTime += time.Since(start)
 			}
