@@ -87,8 +87,10 @@ func (f *fleet) reloadPlugin(ctx context.Context, path, name string) {
 		f.log.Warn("the rebuilt plugin failed to load; the previous build keeps serving", "err", err)
 		return
 	}
+	b := &fleetBuild{plugin: p, limiter: own, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()}
+	b.egress, b.http = f.egressFor(name, nil, l.egress)
 	f.mu.Lock()
-	f.retire(a, &fleetBuild{plugin: p, limiter: own, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()})
+	f.retire(a, b)
 	f.mu.Unlock()
 	f.log.Info("plugin reloaded", "agent", name, "sha256", p.SHA256()[:12], "took", time.Since(start).Round(time.Millisecond))
 }

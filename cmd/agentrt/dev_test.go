@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,14 +16,15 @@ import (
 
 // devServer serves plugin as "agentrt run --dev" does, from a copy of it
 // in a directory of its own, and returns the server and the copy's path.
-func devServer(t *testing.T, plugin string) (*testServer, string) {
+func devServer(t *testing.T, plugin string, args ...string) (*testServer, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "agent.wasm")
 	putFile(t, path, pluginBytes(t, plugin))
-	cfg, err := parseRunFlags([]string{path, "--dev", "--data", t.TempDir(), "--cache", filepath.Join(buildDir, "cache")}, io.Discard)
+	cfg, err := parseRunFlags(append([]string{path, "--dev", "--data", t.TempDir(), "--cache", filepath.Join(buildDir, "cache")}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.egress.resolver = testNames
 	if !cfg.dev || cfg.logLevel != slog.LevelDebug {
 		t.Fatalf("--dev gave dev %v and log level %v, want the debug level", cfg.dev, cfg.logLevel)
 	}
@@ -113,4 +115,18 @@ func TestTheConsoleLogEscapesWhatThePluginWrote(t *testing.T) {
 	if bytes.ContainsAny(out.Bytes(), "\x1b\x07") {
 		t.Errorf("the console log holds raw control characters: %q", out.String())
 	}
+}
+
+// A rebuilt plugin calls out under the grants the first build had.
+func TestDevModeReloadKeepsTheAgentsOutboundHTTP(t *testing.T) {
+	srv := startLoopback(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") })
+	ts, path := devServer(t, examplePlugin(t, "echo-go"), "--allow-http", srv.at("api.test", "/"), "--allow-private-host", "api.test")
+	putFile(t, path, pluginBytes(t, callerPlugin(t)))
+	eventually(t, 30*time.Second, "the rebuilt plugin to serve", func() bool {
+		return strings.Contains(ts.log.String(), "msg=\"plugin reloaded\"")
+	})
+	if o := ts.call(map[string]any{"url": srv.at("api.test", "/")}); o.Body != "reached" {
+		t.Errorf("the reloaded build's request: %+v", o)
+	}
+	wantRefused(t, ts.call(map[string]any{"url": srv.at("other.test", "/")}), "not_allowed", "is not a destination granted")
 }
