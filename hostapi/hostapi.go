@@ -41,6 +41,10 @@ type Host interface {
 	// DownloadWrite sends data (the plugin's memory, which it does not
 	// hold) to the client downloading, within ctx's deadline.
 	DownloadWrite(ctx context.Context, data []byte) error
+	// BeforeEffect is called before an outbound request: what outlasts
+	// the handler call is recorded as under way first (a step's running
+	// mark). An error refuses the request.
+	BeforeEffect(ctx context.Context) error
 	// FetchArtifact writes the bytes of the task's URI artifact
 	// artifactID, which get fetches, to the workspace file path, and
 	// returns their size (http.go).

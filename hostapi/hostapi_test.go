@@ -33,6 +33,9 @@ type fakeHost struct {
 	maxDownload int
 	// uris are the task's URI artifacts, by id, that FetchArtifact fetches.
 	uris map[string]string
+	// effects counts BeforeEffect's calls; effectErr is what it answers.
+	effects   int
+	effectErr error
 }
 
 func newFakeHost() *fakeHost {
@@ -77,6 +80,11 @@ func (h *fakeHost) DownloadWrite(ctx context.Context, data []byte) error {
 	}
 	h.downloaded = append(h.downloaded, data...)
 	return nil
+}
+
+func (h *fakeHost) BeforeEffect(ctx context.Context) error {
+	h.effects++
+	return h.effectErr
 }
 
 func (h *fakeHost) FetchArtifact(ctx context.Context, id, p string, get func(context.Context, string) ([]byte, error)) (int64, error) {

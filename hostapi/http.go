@@ -103,6 +103,9 @@ func (f *functions) httpRequest(c *call, mod api.Module, stack []uint64) int32 {
 	if errno := c.countRequest(); errno != 0 {
 		return errno
 	}
+	if err := c.host.BeforeEffect(c.ctx); err != nil {
+		return c.failErr(err)
+	}
 	r := &egress.Request{Method: req.Method, URL: req.URL, Header: req.Headers, Body: body,
 		MaxResponseBytes: req.MaxResponseBytes, NoRedirects: req.NoRedirects}
 	if req.TimeoutMS > 0 && req.TimeoutMS < math.MaxInt64/int64(time.Millisecond) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // fakeEgress answers requests as the test sets, and records them.
@@ -70,6 +71,24 @@ func TestHTTPRequestSendsTheRequestAndKeepsItsResponseForSizedReads(t *testing.T
 	g.wantErr(g.call("http_request", 0, g.put(0, `{"url":"https://other.test/"}`), 0, 0), abi.ErrNotAllowed, "not granted")
 	g.wantErr(g.call("http_response", 2000, 100), abi.ErrNotFound, "no response")
 	g.wantErr(g.call("http_response_body", 2000, 100), abi.ErrNotFound, "no response")
+}
+
+// An outbound request outlasts the handler call: the host is told before
+// it is sent (a step is marked running first), and refuses it when that
+// fails.
+func TestAnOutboundRequestIsAnnouncedToTheHostBeforeItIsSent(t *testing.T) {
+	h := newFakeHost()
+	e := newFakeEgress()
+	g := newGuest(t, h, Config{}, WithEgress(e))
+	req := g.put(0, `{"url":"https://api.test/"}`)
+	if got := g.call("http_request", 0, req, 0, 0); got != 0 || h.effects != 1 || len(e.reqs) != 1 {
+		t.Fatalf("http_request = %d (%s): %d effects announced, %d requests sent; want 1 and 1", got, g.lastError(), h.effects, len(e.reqs))
+	}
+	h.effectErr = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
+	g.wantErr(g.call("http_request", 0, req, 0, 0), abi.ErrIO, "the disk is full")
+	if len(e.reqs) != 1 {
+		t.Errorf("a request whose announcement failed was sent (%d requests)", len(e.reqs))
+	}
 }
 
 func TestHTTPRequestMapsEachRefusalToItsCode(t *testing.T) {

@@ -20,6 +20,12 @@ type AgentConfig struct {
 	Log *slog.Logger
 	// Observer, when set, is told of every handler call.
 	Observer Observer
+	// RunningMarkDelay is how long a new step's handler runs before the
+	// step is marked running in the store, if it has not by then done
+	// what outlasts its call (runningMark); 0 is
+	// DefaultRunningMarkDelay, a negative delay marks it before the
+	// handler runs.
+	RunningMarkDelay time.Duration
 }
 
 // Observer is told what an agent's handler calls did: what metrics count.
@@ -41,8 +47,10 @@ type Agent struct {
 	build    buildSlot
 	log      *slog.Logger
 	observer Observer
-	locks    taskLocks
-	tasks    taskCalls
+	// markDelay is AgentConfig.RunningMarkDelay.
+	markDelay time.Duration
+	locks     taskLocks
+	tasks     taskCalls
 	// stopping is cancelled by Interrupt, with the reason as its cause:
 	// every handler call runs under it.
 	stopping context.Context
@@ -55,7 +63,10 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer}
+	if cfg.RunningMarkDelay == 0 {
+		cfg.RunningMarkDelay = DefaultRunningMarkDelay
+	}
+	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer, markDelay: cfg.RunningMarkDelay}
 	a.stopping, a.stop = context.WithCancelCause(context.Background())
 	if build != nil {
 		a.Serve(build)

@@ -45,6 +45,9 @@ type Call struct {
 	download    DownloadWriter
 	downloaded  int64
 	downloadErr error
+	// mark is a step call's running mark, written before what outlasts
+	// the call (BeforeEffect); nil for other calls.
+	mark *runningMark
 }
 
 // newCall starts a call of the handler in.Handler of build b.
@@ -245,6 +248,18 @@ func (c *Call) checkArtifactSize(size int64) error {
 // strings.
 func (c *Call) Config() []byte { return c.build.config }
 
+// BeforeEffect is called before the handler does what outlasts its call:
+// a workspace write or removal, an outbound request. A step's call marks
+// the step running first (runningMark), so that a process that dies
+// after the effect leaves the step to be marked failed; an error (the
+// mark could not be written) refuses the effect.
+func (c *Call) BeforeEffect(ctx context.Context) error {
+	if c.mark == nil {
+		return nil
+	}
+	return c.mark.write()
+}
+
 // WorkspaceReadInto reads a file of the task's workspace into buf (the
 // plugin's memory) when it fits, and returns the file's size either way.
 func (c *Call) WorkspaceReadInto(ctx context.Context, name string, buf []byte) (int64, error) {
@@ -266,6 +281,9 @@ func (c *Call) WorkspaceWrite(ctx context.Context, name string, data []byte) err
 	if err != nil {
 		return err
 	}
+	if err := c.BeforeEffect(ctx); err != nil {
+		return err
+	}
 	return c.workspace.Write(ctx, file, data)
 }
 
@@ -285,6 +303,9 @@ func (c *Call) WorkspaceDelete(ctx context.Context, name string) error {
 	}
 	file, err := CleanFilePath(name)
 	if err != nil {
+		return err
+	}
+	if err := c.BeforeEffect(ctx); err != nil {
 		return err
 	}
 	return c.workspace.Remove(ctx, file)

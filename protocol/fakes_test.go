@@ -41,6 +41,10 @@ type fakeStore struct {
 
 	diskFull   bool  // CheckSpace answers EINSUFFICIENT
 	failRecord error // what the next SaveStep, AddArtifacts or CreateTask returns
+	// starts counts StartStep calls (running marks written); failStart is
+	// what StartStep answers instead of writing.
+	starts    int
+	failStart error
 }
 
 var _ protocol.Store = (*fakeStore)(nil)
@@ -216,6 +220,10 @@ func (s *fakeStore) ListSteps(ctx context.Context, taskID string, p protocol.Pag
 func (s *fakeStore) StartStep(ctx context.Context, st *protocol.Step) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failStart != nil {
+		return s.failStart
+	}
+	s.starts++
 	t, ok := s.tasks[st.TaskID]
 	if !ok {
 		return notFound("task", st.TaskID)
@@ -402,6 +410,19 @@ func (s *fakeStore) Workspace(taskID string, quota protocol.WorkspaceQuota) prot
 	defer s.mu.Unlock()
 	s.quotas = append(s.quotas, quota)
 	return &fakeWorkspace{s: s, taskID: taskID, quota: quota}
+}
+
+// lastStepStatus is the status the store holds for the last step of a
+// task, "" for none: for tests of one task.
+func (s *fakeStore) lastStepStatus() protocol.StepStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.steps {
+		if len(st) > 0 {
+			return st[len(st)-1].Status
+		}
+	}
+	return ""
 }
 
 // fakeBlob is staged bytes in a fakeStore.

@@ -34,6 +34,9 @@ func (c *Call) FetchArtifact(ctx context.Context, artifactID, name string, get f
 	if scheme != "http" && scheme != "https" {
 		return 0, Errorf(EMETHOD, "artifact %s is a %s URI: only http and https ones are fetched", a.ArtifactID, scheme)
 	}
+	if err := c.BeforeEffect(ctx); err != nil {
+		return 0, err
+	}
 	data, err := get(ctx, a.URI)
 	if err != nil {
 		return 0, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -125,32 +126,162 @@ func TestAnInterruptedStepIsRecordedWithWhy(t *testing.T) {
 	wantCode(t, "a step after the interrupt", err, protocol.EINTERRUPTED)
 }
 
-func TestAStepIsMarkedRunningBeforeItsHandlerRuns(t *testing.T) {
+// markingAgent is an agent whose new steps are marked running after
+// delay (AgentConfig.RunningMarkDelay).
+func markingAgent(s *fakeStore, handler fakeHandler, delay time.Duration) *protocol.Agent {
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: handler})
+	return protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits},
+		protocol.AgentConfig{Name: "test", RunningMarkDelay: delay})
+}
+
+// wantOneCompletedStep fails t unless the task holds one step, completed,
+// counted once.
+func wantOneCompletedStep(t *testing.T, s *fakeStore, task *protocol.Task) {
+	t.Helper()
+	if n := len(s.steps[task.TaskID]); n != 1 || s.tasks[task.TaskID].StepCount != 1 {
+		t.Fatalf("%d steps stored, %d counted; want 1", n, s.tasks[task.TaskID].StepCount)
+	}
+	if st := s.steps[task.TaskID][0]; st.Status != protocol.StatusCompleted {
+		t.Errorf("after it ran the step is %q", st.Status)
+	}
+}
+
+// A step that ends before the mark's delay, having done nothing that
+// outlasts it, is written once: by its save.
+func TestAQuickStepWithNoLastingEffectIsWrittenOnlyByItsSave(t *testing.T) {
 	s := newFakeStore()
 	var seen protocol.StepStatus
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
-		s.mu.Lock()
-		for _, st := range s.steps {
-			seen = st[len(st)-1].Status
-		}
-		s.mu.Unlock()
+	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
+		seen = s.lastStepStatus()
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
-	}})
-	a := newAgent(t, s, p, protocol.DefaultLimits)
+	}, time.Hour)
 	task := mustCreateTask(t, a)
-	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
-	if err != nil {
+	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if seen != protocol.StatusRunning {
-		t.Errorf("while its handler ran the step was stored as %q, want running", seen)
+	if seen != "" || s.starts != 0 {
+		t.Errorf("while its handler ran the step was stored as %q (%d marks); want it unwritten", seen, s.starts)
 	}
-	if got, _ := s.GetStep(context.Background(), task.TaskID, st.StepID); got.Status != protocol.StatusCompleted {
-		t.Errorf("after it ran the step is %q", got.Status)
+	wantOneCompletedStep(t, s, task)
+}
+
+// A step still running after the mark's delay is marked running, so that
+// a process that dies while it runs leaves it to be marked failed.
+func TestAStepIsMarkedRunningOnceItHasRunTheMarksDelay(t *testing.T) {
+	s := newFakeStore()
+	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
+		giveUp := time.After(time.Minute)
+		for s.lastStepStatus() != protocol.StatusRunning {
+			select {
+			case <-giveUp:
+				return 0, errors.New("the step was not marked running within a minute")
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return 0, call.SetResult([]byte(`{"output":"ok"}`))
+	}, time.Millisecond)
+	task := mustCreateTask(t, a)
+	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(s.steps[task.TaskID]); n != 1 || s.tasks[task.TaskID].StepCount != 1 {
-		t.Errorf("%d steps stored, %d counted; want 1", n, s.tasks[task.TaskID].StepCount)
+	if s.starts != 1 {
+		t.Errorf("%d running marks written, want 1", s.starts)
 	}
+	wantOneCompletedStep(t, s, task)
+}
+
+// Whatever outlasts the call (a workspace write or removal, an outbound
+// request, announced by BeforeEffect) is done only once the step is
+// marked running, however soon the handler does it.
+func TestAStepIsMarkedRunningBeforeWhatOutlastsItsCall(t *testing.T) {
+	for name, effect := range map[string]func(ctx context.Context, s *fakeStore, c *protocol.Call) error{
+		"workspace write": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+			return c.WorkspaceWrite(ctx, "a.txt", []byte("x"))
+		},
+		"workspace delete": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+			return c.WorkspaceDelete(ctx, "a.txt")
+		},
+		"outbound request": func(ctx context.Context, s *fakeStore, c *protocol.Call) error { return c.BeforeEffect(ctx) },
+		"artifact fetch": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+			id, err := c.CreateArtifact(ctx, protocol.ArtifactSpec{URI: "https://example.com/a.txt"}, nil)
+			if err != nil {
+				return err
+			}
+			_, err = c.FetchArtifact(ctx, id, "a.txt", func(context.Context, string) ([]byte, error) {
+				if st := s.lastStepStatus(); st != protocol.StatusRunning {
+					return nil, fmt.Errorf("fetched while the step was stored as %q", st)
+				}
+				return []byte("x"), nil
+			})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newFakeStore()
+			var before, after protocol.StepStatus
+			a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
+				before = s.lastStepStatus()
+				if err := effect(ctx, s, call); err != nil && protocol.ErrorCode(err) != protocol.ENOTFOUND {
+					return 0, err
+				}
+				after = s.lastStepStatus()
+				return 0, call.SetResult([]byte(`{"output":"ok"}`))
+			}, time.Hour)
+			task := mustCreateTask(t, a)
+			if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+				t.Fatal(err)
+			}
+			if before != "" || after != protocol.StatusRunning || s.starts != 1 {
+				t.Errorf("the step was stored as %q before the %s and %q after (%d marks); want unwritten, then running, once", before, name, after, s.starts)
+			}
+			wantOneCompletedStep(t, s, task)
+		})
+	}
+}
+
+// An effect whose mark cannot be written is refused: nothing outlasts a
+// step the store does not know runs.
+func TestAnEffectWhoseRunningMarkFailsIsRefused(t *testing.T) {
+	s := newFakeStore()
+	s.failStart = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
+	var writeErr error
+	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
+		writeErr = call.WorkspaceWrite(ctx, "a.txt", []byte("x"))
+		return 0, call.SetResult([]byte(`{"output":"ok"}`))
+	}, time.Hour)
+	task := mustCreateTask(t, a)
+	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "a workspace write whose step could not be marked running", writeErr, protocol.EINSUFFICIENT)
+	if f := s.files[task.TaskID]; len(f) != 0 {
+		t.Errorf("the refused write left %v in the workspace", f)
+	}
+	wantOneCompletedStep(t, s, task)
+}
+
+// A planned step is marked running, its claim on the planned row, before
+// its handler runs, whatever the delay.
+func TestAPlannedStepIsMarkedRunningBeforeItsHandlerRuns(t *testing.T) {
+	s := newFakeStore()
+	var seen protocol.StepStatus
+	p := newFakePlugin(map[protocol.Handler]fakeHandler{
+		protocol.HandlerTask: setResult(`{"steps":[{"name":"planned"}]}`),
+		protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+			seen = s.lastStepStatus()
+			return 0, call.SetResult([]byte(`{"output":"ok"}`))
+		},
+	})
+	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits},
+		protocol.AgentConfig{Name: "test", RunningMarkDelay: time.Hour})
+	task := mustCreateTask(t, a)
+	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != protocol.StatusRunning || s.starts != 1 {
+		t.Errorf("while its handler ran the planned step was stored as %q (%d marks), want running", seen, s.starts)
+	}
+	wantOneCompletedStep(t, s, task)
 }
 
 func TestStepsAClientPlansRunFirstThenThoseOfTheTaskHandler(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 // away): what it does is recorded and can be read later. It is stopped
 // when the task is deleted (ENOTFOUND, nothing more recorded) or the
 // agent interrupted (EINTERRUPTED, recorded on the step). It is marked
-// running before its handler runs (StartStep), so that a step whose
+// running (StartStep) once its handler has run a moment or before the
+// handler does what outlasts its call (runningMark), so that a step whose
 // process dies is marked failed at the next start.
 func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequestBody) (*Step, error) {
 	if err := checkID("task", &taskID); err != nil {
@@ -71,13 +72,16 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	}
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
-	if err := a.store.StartStep(ctx, step); err != nil {
+	mark, err := markRunning(ctx, a.store, step, a.markDelay)
+	if err != nil {
 		return nil, err
 	}
 	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
 		Request: &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}})
+	call.mark = mark
 	defer call.discard()
 	code, elapsed, runErr := a.run(ctx, task, call)
+	marked := mark.end()
 	step.PluginTime = elapsed
 	var res *StepResult
 	if runErr == nil {
@@ -94,6 +98,9 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT && stopped == nil {
 		// Not the plugin's doing (busy, say): nothing ran, nothing to
 		// record.
+		if !marked {
+			return nil, runErr
+		}
 		if err := a.store.AbandonStep(context.WithoutCancel(ctx), step); err != nil {
 			a.log.WarnContext(ctx, "undoing the mark of a step that did not run", "task_id", taskID, "step_id", step.StepID, "err", err)
 		}

@@ -68,7 +68,7 @@ type StepStore interface {
 	// StepLogs returns what the plugin logged while running a step.
 	// ENOTFOUND as GetStep.
 	StepLogs(ctx context.Context, taskID, stepID string) ([]LogRecord, error)
-	// StartStep records that a step is about to run: a new step (with its
+	// StartStep records that a step is running: a new step (with its
 	// input, counted in its task's steps) or a planned one, with status
 	// "running" and the build that runs it, so that a process that dies
 	// while the handler runs leaves it marked. The mark need survive the

@@ -43,6 +43,7 @@ func (h *host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error)
 }
 func (h *host) WorkspaceDelete(context.Context, string) error { return nil }
 func (h *host) DownloadWrite(context.Context, []byte) error   { return nil }
+func (h *host) BeforeEffect(context.Context) error            { return nil }
 func (h *host) FetchArtifact(context.Context, string, string, func(context.Context, string) ([]byte, error)) (int64, error) {
 	return 0, nil
 }
