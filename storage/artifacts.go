@@ -83,7 +83,7 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, 3+len(artifacts), func(w db) error {
+	err = s.inTx(ctx, changesTask(taskID), 3+len(artifacts), func(w db) error {
 		if err := taskExists(w, taskID, s.agent); err != nil {
 			return err
 		}
@@ -192,7 +192,7 @@ func (s *Store) backfillSHA256(ctx context.Context, a *protocol.Artifact, f *os.
 		return fmt.Errorf("hash artifact %s: %w", a.ArtifactID, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	err := s.inTx(ctx, 1, func(w db) error {
+	err := s.inTx(ctx, changesTask(a.TaskID), 1, func(w db) error {
 		_, err := w.exec(`UPDATE artifacts SET sha256 = ? WHERE id = ? AND sha256 IS NULL`, sum, a.ArtifactID)
 		return err
 	})

@@ -113,9 +113,10 @@ const (
 )
 
 type writeReq struct {
-	fn   func(db) error
-	rows int        // rows the write inserts or updates, about
-	done chan error // buffered: the writer never waits on a client
+	fn     func(db) error
+	effect taskEffect // what the write does to the cached tasks
+	rows   int        // rows the write inserts or updates, about
+	done   chan error // buffered: the writer never waits on a client
 	// unsynced writes are answered once written, without waiting for
 	// the disk (inTxUnsynced).
 	unsynced bool
@@ -128,8 +129,10 @@ var errClosed = errors.New("the store is closed")
 // one transaction; its own changes are kept or dropped as one. ctx is not
 // used for the write itself: once asked for, a write happens, so that what
 // a client was told is what is on disk.
-func (s *Store) inTx(ctx context.Context, rows int, fn func(db) error) error {
-	return s.write1(&writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1)})
+//
+// e says which task the write changes, and how (taskEffect).
+func (s *Store) inTx(ctx context.Context, e taskEffect, rows int, fn func(db) error) error {
+	return s.write1(&writeReq{fn: fn, effect: e, rows: max(rows, 1), done: make(chan error, 1)})
 }
 
 // inTxUnsynced is inTx for a write that need survive the process, not the
@@ -143,8 +146,8 @@ func (s *Store) inTx(ctx context.Context, rows int, fn func(db) error) error {
 // The writer commits the unsynced writes waiting for it before the synced
 // ones queued with them, in a transaction of their own: an unsynced write
 // must not depend on a synced write that is not yet acknowledged.
-func (s *Store) inTxUnsynced(ctx context.Context, rows int, fn func(db) error) error {
-	return s.write1(&writeReq{fn: fn, rows: max(rows, 1), done: make(chan error, 1), unsynced: true})
+func (s *Store) inTxUnsynced(ctx context.Context, e taskEffect, rows int, fn func(db) error) error {
+	return s.write1(&writeReq{fn: fn, effect: e, rows: max(rows, 1), done: make(chan error, 1), unsynced: true})
 }
 
 // write1 hands req to the writer and waits for its answer.
@@ -261,19 +264,31 @@ func (s *Store) commitUnsynced(w *writer, batch []*writeReq) {
 // its own, so that the failure stays its own. A transaction that could not
 // even begin (the database busy or its connection broken) is no write's
 // fault, and every write of the batch gets its error.
+//
+// The cached tasks the batch changes are settled (taskCache) before any
+// write of it is answered.
 func (s *Store) commit(w *writer, batch []*writeReq) {
+	effects := make([]taskEffect, len(batch))
+	for i, req := range batch {
+		effects[i] = req.effect
+	}
+	s.cache.begin(effects)
+	errs := make([]error, len(batch))
+	began, err := false, error(nil)
 	if len(batch) > 1 {
-		began, err := s.runTx(w, batch)
-		if err == nil || !began {
-			for _, req := range batch {
-				req.done <- err
-			}
-			return
+		began, err = s.runTx(w, batch)
+		for i := range errs {
+			errs[i] = err
 		}
 	}
-	for _, req := range batch {
-		_, err := s.runTx(w, []*writeReq{req})
-		req.done <- err
+	if len(batch) == 1 || err != nil && began {
+		for i, req := range batch {
+			_, errs[i] = s.runTx(w, []*writeReq{req})
+		}
+	}
+	s.cache.end(effects, errs)
+	for i, req := range batch {
+		req.done <- errs[i]
 	}
 }
 
@@ -430,4 +445,6 @@ type writerState struct {
 	// writerStarted: Open may fail before the writer goroutine starts.
 	writerStarted bool
 	stmts         sync.Map // query → *sql.Stmt on the read pool
+	// cache holds tasks as GetTask read them; the writer keeps it true.
+	cache *taskCache
 }

@@ -421,7 +421,7 @@ func (k *Keyring) flush() {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	err := k.s.inTxUnsynced(context.Background(), len(ids), func(w db) error {
+	err := k.s.inTxUnsynced(context.Background(), noTasks, len(ids), func(w db) error {
 		for _, id := range ids {
 			if _, err := w.exec(`UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?`,
 				millis(used[id]), id); err != nil {

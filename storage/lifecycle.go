@@ -30,7 +30,7 @@ func (s *Store) UpdateTask(ctx context.Context, taskID string, patch protocol.Ta
 	}
 	query := `UPDATE tasks SET ` + strings.Join(set, ", ") + ` WHERE id = ? AND agent = ?`
 	args = append(args, taskID, s.agent)
-	err := s.inTx(ctx, 1, func(w db) error {
+	err := s.inTx(ctx, changesTask(taskID), 1, func(w db) error {
 		res, err := w.exec(query, args...)
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (s *Store) DeleteTask(ctx context.Context, taskID string) error {
 
 // deleteTaskRows is DeleteTask's transaction.
 func (s *Store) deleteTaskRows(ctx context.Context, taskID string) error {
-	err := s.inTx(ctx, 8, func(w db) error {
+	err := s.inTx(ctx, changesTask(taskID), 8, func(w db) error {
 		if err := taskExists(w, taskID, s.agent); err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func (s *Store) removeTaskBytes(taskID string) error {
 // gone. Unsynced: lost in a power cut, it makes the next start look for
 // bytes that are not there.
 func (s *Store) forgetDeletion(ctx context.Context, taskID string) {
-	err := s.inTxUnsynced(ctx, 1, func(w db) error {
+	err := s.inTxUnsynced(ctx, noTasks, 1, func(w db) error {
 		_, err := w.exec(`DELETE FROM task_deletions WHERE task_id = ?`, taskID)
 		return err
 	})

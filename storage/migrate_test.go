@@ -101,7 +101,7 @@ func describeTable(t *testing.T, s *Store, table string) []string {
 // today's code.
 func oldWrite(t *testing.T, s *Store, stmts ...string) {
 	t.Helper()
-	err := s.inTx(context.Background(), 1, func(w db) error {
+	err := s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		for _, q := range stmts {
 			if _, err := w.w.conn.ExecContext(w.ctx, q); err != nil {
 				return fmt.Errorf("%s: %w", q, err)
@@ -205,7 +205,7 @@ func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 		}
 	}
 	// References are still enforced, and new rows come after the old ones.
-	oldWriteErr := s.inTx(ctx, 1, func(w db) error {
+	oldWriteErr := s.inTx(ctx, anyTasks, 1, func(w db) error {
 		_, err := w.w.conn.ExecContext(ctx, `INSERT INTO steps (id, task_id, status, additional_input, is_last, planned, created_at, updated_at)
 			VALUES ('x', 'no such task', 'created', '{}', 0, 0, 0, 0)`)
 		return err

@@ -17,7 +17,11 @@ import (
 // protocol.ENOTFOUND when the task is gone.
 func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 	now := millis(time.Now())
-	err := s.inTxUnsynced(ctx, 2, func(w db) error {
+	e := changesTask(st.TaskID)
+	if !st.Planned { // one more step
+		e.update = func(t *protocol.Task) { t.StepCount++ }
+	}
+	err := s.inTxUnsynced(ctx, e, 2, func(w db) error {
 		if st.Planned {
 			res, err := w.exec(`UPDATE steps SET status = 'running', updated_at = ?, agent = ?, build = ?
 				WHERE id = ? AND task_id = ? AND status = 'created'`,
@@ -48,7 +52,7 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 
 // AbandonStep undoes StartStep for a step whose handler never ran.
 func (s *Store) AbandonStep(ctx context.Context, st *protocol.Step) error {
-	err := s.inTxUnsynced(ctx, 2, func(w db) error {
+	err := s.inTxUnsynced(ctx, changesTask(st.TaskID), 2, func(w db) error {
 		if st.Planned {
 			_, err := w.exec(`UPDATE steps SET status = 'created', agent = NULL, build = NULL
 				WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
@@ -80,7 +84,7 @@ const interruptedMessage = "the step was interrupted: the server stopped while i
 func (s *Store) failInterruptedSteps(ctx context.Context) (int, error) {
 	output := string(protocol.FailureOutput(&protocol.Error{Code: protocol.EINTERRUPTED, Message: interruptedMessage}))
 	var n int64
-	err := s.inTx(ctx, 1, func(w db) error {
+	err := s.inTx(ctx, anyTasks, 1, func(w db) error {
 		res, err := w.exec(`UPDATE steps SET status = 'completed', output = NULL, additional_output = ?, is_last = 0, updated_at = ?
 			WHERE status = 'running'`, output, millis(time.Now()))
 		if err != nil {

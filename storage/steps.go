@@ -23,7 +23,18 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, 2+len(artifacts), func(w db) error {
+	// A step saved adds to its task's count (if StartStep did not) and
+	// plugin time, which a cached copy follows; its artifacts and a
+	// planned step's end are read again.
+	added := 0
+	e := changesTask(st.TaskID)
+	if !st.Planned && len(artifacts) == 0 {
+		e.update = func(t *protocol.Task) {
+			t.StepCount += added
+			t.PluginTime += max(st.PluginTime, 0)
+		}
+	}
+	err = s.inTx(ctx, e, 2+len(artifacts), func(w db) error {
 		res, err := w.exec(`
 			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
 				additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
@@ -34,7 +45,7 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if err != nil {
 			return err
 		}
-		added := 0
+		added = 0
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {

@@ -121,6 +121,7 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, writerState: writerState{
+		cache:  newTaskCache(),
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}}
 	if err := s.open(ctx, schema); err != nil {

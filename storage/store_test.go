@@ -107,7 +107,7 @@ func TestMigrationsRunOnceAndANewerSchemaIsRefused(t *testing.T) {
 	if _, err := s.GetTask(context.Background(), id); err != nil {
 		t.Fatalf("task after reopening: %v", err)
 	}
-	err := s.inTx(context.Background(), 1, func(w db) error {
+	err := s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		_, err := w.exec(`INSERT INTO schema_migrations (version, name) VALUES (99, 'future')`)
 		return err
 	})
@@ -553,7 +553,7 @@ func TestConcurrentWritesCommitTogetherAndFailAlone(t *testing.T) {
 	committedSeen := -1
 	probe := make(chan error, 1)
 	go func() {
-		probe <- s.inTx(ctx, 1, func(db) error {
+		probe <- s.inTx(ctx, anyTasks, 1, func(db) error {
 			return s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks`, nil, &committedSeen)
 		})
 	}()

@@ -41,7 +41,7 @@ func listAll(t *testing.T, s *Store, size, wantTotal int) []string {
 // count and its tasks' positions right.
 func deleteTask(t *testing.T, s *Store, id string) {
 	t.Helper()
-	err := s.inTx(context.Background(), 1, func(w db) error {
+	err := s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		_, err := w.exec(`DELETE FROM tasks WHERE id = ?`, id)
 		return err
 	})
@@ -96,7 +96,7 @@ func TestTaskListsStayRightAsTasksAreCreatedAndDeleted(t *testing.T) {
 	check("created after deletes")
 	// A row inserted without its position gets the agent's next.
 	raw := "0c7b3f5e-2a1d-4e6f-8b9a-7c6d5e4f3a2b"
-	err := a.inTx(context.Background(), 1, func(w db) error {
+	err := a.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		_, err := w.exec(`INSERT INTO tasks (id, agent, additional_input, created_at) VALUES (?, 'a', '{}', 0)`, raw)
 		return err
 	})
@@ -122,7 +122,7 @@ func TestTheTaskCountIsKeptInTheDeletesTransaction(t *testing.T) {
 	s := mustOpen(t, "").Agent("a")
 	id := mustTask(t, s)
 	mustTask(t, s)
-	err := s.inTx(context.Background(), 1, func(w db) error {
+	err := s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		if _, err := w.exec(`DELETE FROM tasks WHERE id = ?`, id); err != nil {
 			return err
 		}

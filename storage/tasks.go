@@ -25,7 +25,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	if logBytes == 0 {
 		logBytes = protocol.LogSize(t.Logs)
 	}
-	err = s.inTx(ctx, 2+len(planned)+len(artifacts), func(w db) error {
+	err = s.inTx(ctx, changesTask(t.TaskID), 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
 			`INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
 			 VALUES (`+nextTaskSeq+`, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`,
@@ -58,8 +58,23 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 const nextTaskSeq = `(SELECT max(coalesce((SELECT max(seq) FROM tasks), 0),
 	coalesce((SELECT seq FROM seq_floors WHERE name = 'tasks'), 0)) + 1)`
 
-// GetTask returns a task with its artifacts, or protocol.ENOTFOUND.
+// GetTask returns a task with its artifacts, or protocol.ENOTFOUND; from
+// the cache of tasks when it holds the task (taskCache).
 func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, error) {
+	cached, gen := s.cache.get(s.agent, taskID)
+	if cached != nil {
+		return cached, nil
+	}
+	t, err := s.queryTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(s.agent, t, gen)
+	return t, nil
+}
+
+// queryTask reads a task with its artifacts from the database.
+func (s *Store) queryTask(ctx context.Context, taskID string) (*protocol.Task, error) {
 	rows, err := s.reader(ctx).query(`
 		SELECT `+taskColumns+`, `+artifactColumns("a")+`
 		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
@@ -176,7 +191,7 @@ func (s *Store) AgentNames(ctx context.Context) ([]string, error) {
 // the other agent's made right.
 func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
 	var n int64
-	err := s.inTx(ctx, 1, func(w db) error {
+	err := s.inTx(ctx, anyTasks, 1, func(w db) error {
 		res, err := w.exec(`UPDATE tasks SET agent = ?, position = NULL WHERE agent = ?`, s.agent, from)
 		if err != nil {
 			return err

@@ -15,7 +15,7 @@ import (
 
 func mustWrite(t *testing.T, s *Store, query string) {
 	t.Helper()
-	err := s.inTx(context.Background(), 1, func(w db) error {
+	err := s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 		_, err := w.exec(query)
 		return err
 	})
@@ -41,7 +41,7 @@ func holdWriter(t *testing.T, s *Store, then func(db) error) (release func(), do
 	running, hold := make(chan struct{}), make(chan struct{})
 	result := make(chan error, 1)
 	go func() {
-		result <- s.inTx(context.Background(), 1, func(w db) error {
+		result <- s.inTx(context.Background(), anyTasks, 1, func(w db) error {
 			close(running)
 			<-hold
 			if then != nil {
@@ -79,7 +79,7 @@ func TestACommitRefusedByAConstraintIsRolledBackAndTheWriterGoesOn(t *testing.T)
 	mustWrite(t, s, `CREATE TABLE c (pid INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)`)
 	// The insert succeeds; the COMMIT is refused and leaves the
 	// transaction open, for the writer to roll back.
-	err := s.inTx(ctx, 1, func(w db) error {
+	err := s.inTx(ctx, anyTasks, 1, func(w db) error {
 		_, err := w.exec(`INSERT INTO c (pid) VALUES (42)`)
 		return err
 	})
@@ -101,7 +101,7 @@ func TestAWriterWhoseRollbackFailsStartsOverOnANewConnection(t *testing.T) {
 	ctx := context.Background()
 	mustWrite(t, s, `CREATE TABLE refuse (x INTEGER NOT NULL)`)
 	broken := errors.New("failed on purpose")
-	err := s.inTx(ctx, 1, func(d db) error {
+	err := s.inTx(ctx, anyTasks, 1, func(d db) error {
 		if _, err := d.exec(`INSERT INTO schema_migrations (version, name) VALUES (100, 'half done')`); err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 	heavy := uuid.NewString()
 	results := make(chan error, 11)
 	go func() {
-		results <- s.inTx(ctx, maxBatchRows, func(w db) error {
+		results <- s.inTx(ctx, anyTasks, maxBatchRows, func(w db) error {
 			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', 0)`, heavy)
 			return err
 		})
@@ -199,7 +199,7 @@ func TestAWriteOfManyRowsCommitsWithoutTheWritesQueuedBehindIt(t *testing.T) {
 	var sawHeavy []int
 	for range 10 {
 		go func() {
-			results <- s.inTx(ctx, 1, func(w db) error {
+			results <- s.inTx(ctx, anyTasks, 1, func(w db) error {
 				var n int
 				if err := s.reader(ctx).scanOne(`SELECT COUNT(*) FROM tasks WHERE id = ?`, []any{heavy}, &n); err != nil {
 					return err
@@ -232,7 +232,7 @@ func TestACommittedWriteIsNotKeptReachableByTheWriter(t *testing.T) {
 	func() {
 		big := make([]byte, 1<<20) // what a write holds: a step's output, say
 		runtime.SetFinalizer(&big[0], func(*byte) { close(collected) })
-		err := s.inTx(ctx, 1, func(w db) error {
+		err := s.inTx(ctx, anyTasks, 1, func(w db) error {
 			_, err := w.exec(`INSERT INTO tasks (id, additional_input, created_at) VALUES (?, '{}', ?)`, uuid.NewString(), len(big))
 			return err
 		})
