@@ -240,22 +240,34 @@ func TestAStepIsMarkedRunningBeforeWhatOutlastsItsCall(t *testing.T) {
 }
 
 // An effect whose mark cannot be written is refused: nothing outlasts a
-// step the store does not know runs.
-func TestAnEffectWhoseRunningMarkFailsIsRefused(t *testing.T) {
+// step the store does not know runs. The next effect tries the mark
+// again.
+func TestAnEffectWhoseRunningMarkFailsIsRefusedAndTheNextTriesAgain(t *testing.T) {
 	s := newFakeStore()
 	s.failStart = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
-	var writeErr error
+	var refused, second error
+	var files int
 	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
-		writeErr = call.WorkspaceWrite(ctx, "a.txt", []byte("x"))
+		refused = call.WorkspaceWrite(ctx, "a.txt", []byte("x"))
+		s.mu.Lock()
+		for _, f := range s.files {
+			files += len(f)
+		}
+		s.failStart = nil // the disk has room again
+		s.mu.Unlock()
+		second = call.WorkspaceWrite(ctx, "b.txt", []byte("y"))
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
 	}, time.Hour)
 	task := mustCreateTask(t, a)
 	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "a workspace write whose step could not be marked running", writeErr, protocol.EINSUFFICIENT)
-	if f := s.files[task.TaskID]; len(f) != 0 {
-		t.Errorf("the refused write left %v in the workspace", f)
+	wantCode(t, "a workspace write whose step could not be marked running", refused, protocol.EINSUFFICIENT)
+	if files != 0 {
+		t.Errorf("the refused write left %d files in the workspace", files)
+	}
+	if second != nil || s.starts != 1 || len(s.files[task.TaskID]) != 1 {
+		t.Errorf("the next write, once the mark could be written: %v, %d marks, %d files; want it done after one mark", second, s.starts, len(s.files[task.TaskID]))
 	}
 	wantOneCompletedStep(t, s, task)
 }

@@ -30,46 +30,55 @@ type runningMark struct {
 	ctx   context.Context
 	step  *Step
 	timer *time.Timer
+	// failed is told why the mark the delay asked for was not written.
+	failed func(error)
 
 	mu      sync.Mutex
-	settled bool // written, failed, or ended unwritten
+	settled bool // written, or ended unwritten
 	written bool
-	err     error // why it was not written
 }
 
 // markRunning starts the running mark of step, whose handler is about to
 // run under ctx: at once for a planned step (an error is the step's: it
-// must not run), after delay for a new one.
-func markRunning(ctx context.Context, store Store, step *Step, delay time.Duration) (*runningMark, error) {
-	m := &runningMark{store: store, ctx: ctx, step: step}
+// must not run), after delay for a new one (failed is told if that write
+// fails). The caller must end it.
+func markRunning(ctx context.Context, store Store, step *Step, delay time.Duration, failed func(error)) (*runningMark, error) {
+	m := &runningMark{store: store, ctx: ctx, step: step, failed: failed}
 	if step.Planned || delay <= 0 {
 		if err := m.write(); err != nil {
 			return nil, err
 		}
 		return m, nil
 	}
-	// An error here is not the step's: its handler goes on, and its save
-	// writes it all the same.
-	m.timer = time.AfterFunc(delay, func() { m.write() })
+	// An error here is not the step's: its handler goes on, the next
+	// effect tries again, and its save writes the step all the same.
+	m.timer = time.AfterFunc(delay, func() {
+		if err := m.write(); err != nil {
+			m.failed(err)
+		}
+	})
 	return m, nil
 }
 
 // write writes the mark unless it is settled, and returns why it is not
-// written: nil once it is.
+// written: nil once it is. A failed write settles nothing: the next one
+// tries again (a failed StartStep leaves nothing behind).
 func (m *runningMark) write() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.settled {
-		m.settled = true
-		m.err = m.store.StartStep(m.ctx, m.step)
-		m.written = m.err == nil
+	if m.settled {
+		return nil
 	}
-	return m.err
+	if err := m.store.StartStep(m.ctx, m.step); err != nil {
+		return err
+	}
+	m.settled, m.written = true, true
+	return nil
 }
 
 // end settles the mark when the handler has returned, waiting for a write
 // under way, and says whether the mark was written: whether the store
-// holds the step as running.
+// holds the step as running. It may be called again.
 func (m *runningMark) end() (written bool) {
 	if m.timer != nil {
 		m.timer.Stop()

@@ -72,10 +72,13 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	}
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
-	mark, err := markRunning(ctx, a.store, step, a.markDelay)
+	mark, err := markRunning(ctx, a.store, step, a.markDelay, func(err error) {
+		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", taskID, "step_id", step.StepID, "err", err)
+	})
 	if err != nil {
 		return nil, err
 	}
+	defer mark.end() // whatever happens, no mark is written after the step
 	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
 		Request: &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}})
 	call.mark = mark

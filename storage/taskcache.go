@@ -124,6 +124,9 @@ func (c *taskCache) drop(id string) {
 // begin marks pending the tasks of writes about to be committed. Only the
 // writer goroutine calls it, and end after it.
 func (c *taskCache) begin(effects []taskEffect) {
+	if !changesTasks(effects) {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -145,6 +148,9 @@ func (c *taskCache) begin(effects []taskEffect) {
 // write was committed: a committed update brings its task's copy up to
 // date, anything else drops it.
 func (c *taskCache) end(effects []taskEffect, errs []error) {
+	if !changesTasks(effects) {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -178,15 +184,35 @@ func (c *taskCache) end(effects []taskEffect, errs []error) {
 	}
 }
 
+// changesTasks is whether any of effects changes a task: writes that
+// change none (keys, say) leave the cache and its reads alone.
+func changesTasks(effects []taskEffect) bool {
+	for _, e := range effects {
+		if !e.none {
+			return true
+		}
+	}
+	return false
+}
+
 // copyTask copies what a caller could change of t.
 func copyTask(t *protocol.Task) *protocol.Task {
 	c := *t
+	c.Input, c.Title, c.Description, c.Version = cloneText(t.Input), cloneText(t.Title), cloneText(t.Description), cloneText(t.Version)
 	c.AdditionalInput = bytes.Clone(t.AdditionalInput)
 	c.Artifacts = slices.Clone(t.Artifacts)
 	if c.Artifacts == nil {
 		c.Artifacts = []protocol.Artifact{}
 	}
 	c.Logs = nil
+	return &c
+}
+
+func cloneText(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	c := *s
 	return &c
 }
 

@@ -216,6 +216,17 @@ func TestACacheKeepsNoTaskReadAcrossAWrite(t *testing.T) {
 	}
 	c.end([]taskEffect{step}, []error{nil})
 
+	// A write that changes no task keeps no read out.
+	_, gen = c.get("a", "t")
+	c.begin([]taskEffect{noTasks})
+	c.end([]taskEffect{noTasks}, []error{nil})
+	c.put("a", task, gen)
+	if got, _ := c.get("a", "t"); got == nil {
+		t.Error("a task read across a write that changes no task was not kept")
+	}
+	c.begin([]taskEffect{changesTask("t")})
+	c.end([]taskEffect{changesTask("t")}, []error{nil})
+
 	c.begin([]taskEffect{anyTasks})
 	_, gen = c.get("a", "t")
 	c.put("a", task, gen)
@@ -237,6 +248,7 @@ func TestACacheKeepsNoTaskReadAcrossAWrite(t *testing.T) {
 		t.Errorf("a write that failed left its task cached: %+v", got)
 	}
 	task.Artifacts = []protocol.Artifact{{ArtifactID: "x", FileName: "a.txt"}}
+	task.Input = ptr("go")
 	_, gen = c.get("a", "t")
 	c.put("a", task, gen)
 	if got, _ := c.get("b", "t"); got != nil {
@@ -248,8 +260,10 @@ func TestACacheKeepsNoTaskReadAcrossAWrite(t *testing.T) {
 	got.StepCount = 99
 	got.Artifacts[0].FileName = "changed.txt"
 	got.AdditionalInput = append(got.AdditionalInput[:0], '[')
+	*got.Input = "changed"
 	task.Artifacts[0].FileName = "changed by the reader.txt"
-	if again, _ := c.get("a", "t"); again.StepCount != 1 || again.Artifacts[0].FileName != "a.txt" || string(again.AdditionalInput) != "{}" {
+	*task.Input = "changed by the reader"
+	if again, _ := c.get("a", "t"); again.StepCount != 1 || again.Artifacts[0].FileName != "a.txt" || string(again.AdditionalInput) != "{}" || *again.Input != "go" {
 		t.Errorf("a change to a copy reached the cache: %+v", again)
 	}
 }
