@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -127,10 +128,14 @@ func TestAnInterruptedStepIsRecordedWithWhy(t *testing.T) {
 }
 
 // markingAgent is an agent whose new steps are marked running after
-// delay (AgentConfig.RunningMarkDelay).
-func markingAgent(s *fakeStore, handler fakeHandler, delay time.Duration) *protocol.Agent {
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: handler})
-	return protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits},
+// delay (AgentConfig.RunningMarkDelay), with step handler step and
+// others as given.
+func markingAgent(s *fakeStore, step fakeHandler, delay time.Duration, others ...map[protocol.Handler]fakeHandler) *protocol.Agent {
+	handlers := map[protocol.Handler]fakeHandler{protocol.HandlerStep: step}
+	for _, o := range others {
+		maps.Copy(handlers, o)
+	}
+	return protocol.NewAgent(s, &protocol.Build{Plugin: newFakePlugin(handlers), ID: "build-1", Limits: protocol.DefaultLimits},
 		protocol.AgentConfig{Name: "test", RunningMarkDelay: delay})
 }
 
@@ -277,15 +282,10 @@ func TestAnEffectWhoseRunningMarkFailsIsRefusedAndTheNextTriesAgain(t *testing.T
 func TestAPlannedStepIsMarkedRunningBeforeItsHandlerRuns(t *testing.T) {
 	s := newFakeStore()
 	var seen protocol.StepStatus
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{
-		protocol.HandlerTask: setResult(`{"steps":[{"name":"planned"}]}`),
-		protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
-			seen = s.lastStepStatus()
-			return 0, call.SetResult([]byte(`{"output":"ok"}`))
-		},
-	})
-	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits},
-		protocol.AgentConfig{Name: "test", RunningMarkDelay: time.Hour})
+	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
+		seen = s.lastStepStatus()
+		return 0, call.SetResult([]byte(`{"output":"ok"}`))
+	}, time.Hour, map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{"steps":[{"name":"planned"}]}`)})
 	task := mustCreateTask(t, a)
 	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,19 @@ pub struct Handlers {
     pub download: Option<fn() -> i32>,
 }
 
+#[cfg(test)]
+impl Handlers {
+    /// The handlers of a plugin with a step handler only.
+    pub(crate) fn step_only(step: fn() -> i32) -> Handlers {
+        Handlers {
+            step,
+            task: None,
+            artifact: None,
+            download: None,
+        }
+    }
+}
+
 /// Makes a [`Host`] running the handlers the crate gave
 /// [`export_agent!`](crate::export_agent!). Use it in the crate that
 /// invokes `export_agent!`.
@@ -787,18 +800,9 @@ mod tests {
     use crate::exports;
     use crate::{reject, workspace, Error, PlannedStep, StepResult};
 
-    fn handlers(step: fn() -> i32) -> Handlers {
-        Handlers {
-            step,
-            task: None,
-            artifact: None,
-            download: None,
-        }
-    }
-
     #[test]
     fn a_step_runs_against_the_tasks_workspace() {
-        let host = Host::new(handlers(|| {
+        let host = Host::new(Handlers::step_only(|| {
             exports::on_step(|s| {
                 let notes = workspace::read_to_string("notes.txt")?;
                 workspace::write("out/answer.txt", format!("{}!", notes).as_bytes())?;
@@ -870,7 +874,7 @@ mod tests {
 
     #[test]
     fn a_failed_step_is_recorded_without_its_artifacts() {
-        let host = Host::new(handlers(|| {
+        let host = Host::new(Handlers::step_only(|| {
             exports::on_step(|_| {
                 crate::warn!("about to fail");
                 crate::create_artifact("partial.txt", "", b"half")?;
@@ -1013,7 +1017,7 @@ mod tests {
 
     #[test]
     fn config_is_the_hosts_settings() {
-        let mut host = Host::new(handlers(|| {
+        let mut host = Host::new(Handlers::step_only(|| {
             exports::on_step(|_| {
                 Ok(StepResult::output(
                     crate::config()?
@@ -1031,7 +1035,7 @@ mod tests {
     #[test]
     fn paths_are_checked_as_the_host_checks_them() {
         thread_local!(static PATH: std::cell::RefCell<String> = std::cell::RefCell::new(String::new()));
-        let host = Host::new(handlers(|| {
+        let host = Host::new(Handlers::step_only(|| {
             exports::on_step(|_| {
                 let p = PATH.with(|p| p.borrow().clone());
                 workspace::write(&p, b"x")?;

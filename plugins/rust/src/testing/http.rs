@@ -142,19 +142,10 @@ mod tests {
     use crate::testing::Handlers;
     use crate::{exports, http, ErrorCode, StepResult};
 
-    fn handlers(step: fn() -> i32) -> Handlers {
-        Handlers {
-            step,
-            task: None,
-            artifact: None,
-            download: None,
-        }
-    }
-
     const KEY: &str = "sk-test-0123456789";
 
     fn host(step: fn() -> i32) -> Host {
-        let mut host = Host::new(handlers(step));
+        let mut host = Host::new(Handlers::step_only(step));
         host.allow_http("https://api.test")
             .allow_http("https://other.test")
             .secret("KEY", KEY, &["https://api.test/v1"])
@@ -289,7 +280,7 @@ mod tests {
 
     #[test]
     fn without_a_grant_nothing_is_reached() {
-        let host = Host::new(handlers(|| {
+        let host = Host::new(Handlers::step_only(|| {
             exports::on_step(|_| match http::get("https://api.test/").send() {
                 Err(e) if e.code() == Some(ErrorCode::NotAllowed) => {
                     Ok(StepResult::output("refused"))
