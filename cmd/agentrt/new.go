@@ -172,8 +172,10 @@ func writeProject(dir string, p *newProject) error {
 			return fmt.Errorf("template %s: %w", name, err)
 		}
 		rel := strings.TrimSuffix(strings.TrimPrefix(name, src+"/"), ".tmpl")
-		if rel == "gitignore" {
-			rel = ".gitignore"
+		// The embedded tree holds no dot files: they are named without
+		// their dot there.
+		if rel == "gitignore" || strings.HasPrefix(rel, "cargo/") {
+			rel = "." + rel
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {

@@ -127,6 +127,17 @@ func TestNewProjectsBuildAndPassTheirTestsOutsideTheRepository(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "my-notes.wasm")); err != nil {
 				t.Fatalf("make built no my-notes.wasm: %v", err)
 			}
+			if lang == "rust" {
+				// Built with bulk memory (the project's .cargo/config.toml):
+				// its copies are an instruction, not a loop.
+				out, err := exec.Command("wasm-objdump", "-d", filepath.Join(dir, "my-notes.wasm")).CombinedOutput()
+				if err != nil {
+					t.Fatalf("wasm-objdump: %v\n%s", err, out)
+				}
+				if !bytes.Contains(out, []byte("memory.copy")) {
+					t.Errorf("my-notes.wasm has no memory.copy: not built with bulk memory")
+				}
+			}
 			call := func(input string) string {
 				return runMake(t, dir, env, "call", "AGENTRT="+agentrt, "INPUT="+input)
 			}

@@ -1,8 +1,10 @@
 package abi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -350,6 +352,12 @@ func (s *scanner) fail(what string) error {
 }
 
 func (s *scanner) ws() {
+	// Most calls find none: looked for once before the loop, since in the
+	// sandbox every turn of a loop, the first included, costs a check
+	// (plugins/README.md, "Loops cost").
+	if s.i >= len(s.b) || s.b[s.i] > ' ' {
+		return
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -472,20 +480,15 @@ func (s *scanner) str() (string, error) {
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.b) { // fast path: no escapes
-		c := s.b[s.i]
-		if c == '"' {
-			v := string(s.b[start:s.i])
-			s.i++
-			if !utf8.ValidString(v) {
-				return string([]rune(v)), nil // invalid bytes become U+FFFD
-			}
-			return v, nil
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
+	n, ascii := plainRun(s.b[start:])
+	s.i += n
+	if s.i < len(s.b) && s.b[s.i] == '"' { // fast path: no escapes
+		v := string(s.b[start:s.i])
 		s.i++
+		if !ascii && !utf8.ValidString(v) {
+			return string([]rune(v)), nil // invalid bytes become U+FFFD
+		}
+		return v, nil
 	}
 	buf := append([]byte(nil), s.b[start:s.i]...)
 	for s.i < len(s.b) {
@@ -550,6 +553,38 @@ func (s *scanner) str() (string, error) {
 		}
 	}
 	return "", s.fail("unterminated string")
+}
+
+// plainRun is the length of the run of plain string characters that b
+// starts with (bytes other than '"', '\\' and control characters), and
+// whether they are all ASCII. It looks at eight bytes at a time, so that a
+// string costs the sandbox's loop check about once per eight bytes rather
+// than once per byte.
+func plainRun(b []byte) (n int, ascii bool) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	var high uint64
+	for ; len(b)-n >= 8; n += 8 {
+		w := binary.LittleEndian.Uint64(b[n:])
+		// A byte's high bit is set in each term when that byte is a quote,
+		// a backslash or below 0x20; a borrow can set bits above the first
+		// such byte, never below it, so the lowest set bit is exact.
+		quote, backslash := w^(ones*'"'), w^(ones*'\\')
+		special := ((quote - ones) &^ quote) | ((backslash - ones) &^ backslash) | ((w - ones*0x20) &^ w)
+		if special &= highs; special != 0 {
+			run := bits.TrailingZeros64(special) / 8
+			// Only the run's own bytes count towards ascii.
+			return n + run, high|w&(1<<(8*run)-1)&highs == 0
+		}
+		high |= w & highs
+	}
+	for ; n < len(b); n++ {
+		c := b[n]
+		if c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+		high |= uint64(c) & 0x80
+	}
+	return n, high == 0
 }
 
 func (s *scanner) hex4() (rune, bool) {

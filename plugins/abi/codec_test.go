@@ -174,3 +174,50 @@ func TestDecodeFileInfosAndStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestAStringsPlainRunIsFoundAsAByteByByteLookFindsIt: plainRun, which
+// looks at eight bytes at a time, ends the run where a look at each byte
+// ends it, and says it is ASCII only when every byte of the run (and none
+// after it) is: each special byte at each offset, runs of every length
+// around a word's, and every byte value.
+func TestAStringsPlainRunIsFoundAsAByteByByteLookFindsIt(t *testing.T) {
+	byBytes := func(b []byte) (int, bool) {
+		n := 0
+		for n < len(b) && b[n] != '"' && b[n] != '\\' && b[n] >= 0x20 {
+			n++
+		}
+		return n, !bytes.ContainsFunc(b[:n], func(r rune) bool { return r >= 0x80 || r == 0xfffd })
+	}
+	check := func(b []byte) {
+		t.Helper()
+		n, ascii := plainRun(b)
+		wn, wascii := byBytes(b)
+		if n != wn || ascii != wascii {
+			t.Fatalf("plainRun(%q) = %d, %v; want %d, %v", b, n, ascii, wn, wascii)
+		}
+	}
+	fillers := []byte{'a', 0x20, 0x21, '#', '[', ']', 0x7f, 0x80, 0xc3, 0xff}
+	specials := []byte{'"', '\\', 0x00, 0x01, 0x1f}
+	for _, fill := range fillers {
+		for n := 0; n <= 33; n++ {
+			plain := bytes.Repeat([]byte{fill}, n)
+			check(plain)
+			for at := range n {
+				for _, special := range specials {
+					b := bytes.Clone(plain)
+					b[at] = special
+					// What follows the first special byte moves nothing:
+					// specials, and high bytes (ascii is the run's).
+					for after := at + 1; after < n; after++ {
+						b[after] = []byte{'"', 0x80, '\\', 0xff, 0x00}[(after+at)%5]
+					}
+					check(b)
+				}
+			}
+		}
+	}
+	for c := range 256 {
+		check(append([]byte{byte(c)}, "plain text, longer than a word"...))
+		check(append([]byte("a word: "), byte(c), '"'))
+	}
+}

@@ -149,8 +149,13 @@ fn begin() {
 /// Reads and decodes the call's input message.
 fn read_input() -> Result<Value, Error> {
     let bytes = host::input()?;
-    let text = String::from_utf8_lossy(&bytes);
-    match json::parse(&text) {
+    // The host sends UTF-8; the lossy conversion, which looks at each byte
+    // in turn, is only for input that is not.
+    let parsed = match std::str::from_utf8(&bytes) {
+        Ok(text) => json::parse(text),
+        Err(_) => json::parse(&String::from_utf8_lossy(&bytes)),
+    };
+    match parsed {
         Ok(v) if v.is_object() => Ok(v),
         Ok(_) => Err(Error::new(
             "decode the handler's input: it is not a JSON object",

@@ -78,7 +78,7 @@ impl Value {
         let value = value.into();
         match self {
             Value::Object(members) => {
-                if let Some(slot) = members.iter_mut().rev().find(|(k, _)| *k == key) {
+                if let Some(slot) = members.iter_mut().rev().find(|(k, _)| same_key(k, &key)) {
                     return Some(std::mem::replace(&mut slot.1, value));
                 }
                 members.push((key, value));
@@ -92,7 +92,7 @@ impl Value {
     /// for a missing key or a value that is not an object.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
-            Value::Object(members) => members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            Value::Object(members) => members.iter().rev().find(|(k, _)| same_key(k, key)).map(|(_, v)| v),
             _ => None,
         }
     }
@@ -102,7 +102,7 @@ impl Value {
     /// that is not an object.
     pub fn take(&mut self, key: &str) -> Value {
         match self {
-            Value::Object(members) => match members.iter_mut().rev().find(|(k, _)| k == key) {
+            Value::Object(members) => match members.iter_mut().rev().find(|(k, _)| same_key(k, key)) {
                 Some((_, v)) => std::mem::take(v),
                 None => Value::Null,
             },
@@ -437,6 +437,62 @@ pub fn parse(text: &str) -> Result<Value, ParseError> {
     Ok(v)
 }
 
+/// Whether two keys are the same: `a == b`, but comparing eight bytes at a
+/// time where the standard library's comparison (compiler_builtins' memcmp
+/// on wasm32) takes a turn of its loop for each byte.
+fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while a.len() - i >= 8 {
+        if word(&a[i..]) != word(&b[i..]) {
+            return false;
+        }
+        i += 8;
+    }
+    word(&a[i..]) == word(&b[i..])
+}
+
+/// The first eight bytes of b as a number, zeros for those b lacks.
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
+}
+
+/// The length of the run of plain string characters that `b` starts with:
+/// bytes other than '"', '\\' and control characters. It looks at eight
+/// bytes at a time, so that a string costs the sandbox's loop check about
+/// once per eight bytes rather than once per byte.
+fn plain_run(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let w = word(&b[i..]);
+        // A byte's high bit is set in each term when that byte is a quote,
+        // a backslash or below 0x20; a borrow can set bits above the first
+        // such byte, never below it, so the lowest set bit is exact.
+        let quote = w ^ (ONES * b'"' as u64);
+        let backslash = w ^ (ONES * b'\\' as u64);
+        let special = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | w.wrapping_sub(ONES * 0x20) & !w)
+            & HIGHS;
+        if special != 0 {
+            return i + special.trailing_zeros() as usize / 8;
+        }
+        i += 8;
+    }
+    while i < b.len() && !(b[i] == b'"' || b[i] == b'\\' || b[i] < 0x20) {
+        i += 1;
+    }
+    i
+}
+
 struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
@@ -457,6 +513,12 @@ impl<'a> Parser<'a> {
     }
 
     fn skip_whitespace(&mut self) {
+        // Most calls find none: looked for once before the loop, since in
+        // the sandbox every turn of a loop, the first included, costs a
+        // check (docs/PLUGINS.md, "Loops cost").
+        if !matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            return;
+        }
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.pos += 1;
         }
@@ -595,12 +657,7 @@ impl<'a> Parser<'a> {
             // Copy the run of plain characters in one go. It ends on an ASCII
             // byte, so it is a whole UTF-8 sequence of the input.
             let start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos += plain_run(&self.bytes[start..]);
             out.push_str(&self.text[start..self.pos]);
             match self.peek() {
                 None => return Err(self.error("unterminated string")),
@@ -955,5 +1012,57 @@ mod tests {
             e.to_string(),
             "invalid JSON at byte 3: unexpected character (expected a JSON value)"
         );
+    }
+
+    /// The run of plain characters, found eight bytes at a time, ends where
+    /// a byte-by-byte look ends it: on each special byte at each offset,
+    /// after runs of every length around a word's, and with bytes on both
+    /// sides of each special one (0x1f and 0x20, the high bytes of UTF-8).
+    #[test]
+    fn finds_a_strings_plain_run_as_a_byte_by_byte_look_does() {
+        fn by_bytes(b: &[u8]) -> usize {
+            b.iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .unwrap_or(b.len())
+        }
+        let fillers: &[u8] = &[b'a', 0x20, 0x21, b'#', b'[', b']', 0x7f, 0x80, 0xc3, 0xff];
+        let specials: &[u8] = &[b'"', b'\\', 0x00, 0x01, 0x1f];
+        for &fill in fillers {
+            for len in 0..=33 {
+                let plain = vec![fill; len];
+                assert_eq!(plain_run(&plain), len, "{:?}", plain);
+                for at in 0..len {
+                    for &special in specials {
+                        let mut b = plain.clone();
+                        b[at] = special;
+                        // What follows the first special byte must not move it.
+                        for after in at + 1..len {
+                            b[after] = specials[(after + at) % specials.len()];
+                        }
+                        assert_eq!(plain_run(&b), by_bytes(&b), "{:?}", b);
+                    }
+                }
+            }
+        }
+        // Every byte value, alone, before a plain tail of a word and more.
+        for c in 0..=255u8 {
+            let mut b = vec![c];
+            b.extend_from_slice(b"plain text, longer than a word");
+            assert_eq!(plain_run(&b), by_bytes(&b), "byte {:#x}", c);
+        }
+    }
+
+    #[test]
+    fn compares_keys_as_equality_does() {
+        let keys = [
+            "", "a", "b", "ab", "task_id", "step_id", "task_ic", "additional_input",
+            "additional_inpuT", "additional_output", "aaaaaaaa", "aaaaaaab", "é", "e\u{301}",
+            "0123456789abcdef0", "0123456789abcdef1",
+        ];
+        for a in keys {
+            for b in keys {
+                assert_eq!(same_key(a, b), a == b, "{:?} {:?}", a, b);
+            }
+        }
     }
 }
