@@ -34,6 +34,9 @@
 #   BENCH_BASELINE          another agentrt binary (an earlier build) to measure
 #                           beside AGENTRT in the same run: its servers are
 #                           base-go, base-tinygo, base-rust, with the same plugins
+#   BENCH_BASELINE_PLUGINS  the plugins the base-* servers run instead (a directory of
+#                           echo-*.wasm built by an earlier kit); with BENCH_BASELINE
+#                           set to AGENTRT it measures a change to the kits alone
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,6 +55,7 @@ INIT_LANGS="${BENCH_INIT-go}"
 AGENTRT="${AGENTRT:-build/agentrt}"
 BASELINE="${BENCH_BASELINE:-}"
 PLUGIN_DIR="${PLUGIN_DIR:-build/plugins}"
+BASE_PLUGIN_DIR="${BENCH_BASELINE_PLUGINS:-$PLUGIN_DIR}"
 JS_VERSION=1.0.5
 READY_TIMEOUT=60 # seconds a server may take to print its url= line
 
@@ -70,6 +74,7 @@ for l in $INIT_LANGS; do
 done
 [ -x "$AGENTRT" ] || die "$AGENTRT not found or not executable: run 'make build/agentrt' (or 'make bench')"
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE $BASELINE not found or not executable"
+[ -z "${BENCH_BASELINE_PLUGINS:-}" ] || [ -n "$BASELINE" ] || die "BENCH_BASELINE_PLUGINS needs BENCH_BASELINE (the binary the base-* servers run; AGENTRT's own for a change to the kits alone)"
 [ -f "$PLUGIN_DIR/echo-go.wasm" ] || die "$PLUGIN_DIR/echo-go.wasm not found: run 'make $PLUGIN_DIR/echo-go.wasm' (or 'make bench')"
 command -v go >/dev/null 2>&1 || die "go not found on PATH (needed for bench/seed)"
 command -v node >/dev/null 2>&1 || die "node not found on PATH: install Node.js 20 (apt-get install nodejs npm)"
@@ -101,6 +106,10 @@ BASE_BIN=""
 if [ -n "$BASELINE" ]; then
 	cp "$BASELINE" "$WORK/bin/agentrt-base"
 	BASE_BIN="$WORK/bin/agentrt-base"
+	mkdir -p "$WORK/base-plugins"
+	for l in go tinygo rust; do
+		if [ -f "$BASE_PLUGIN_DIR/echo-$l.wasm" ]; then cp "$BASE_PLUGIN_DIR/echo-$l.wasm" "$WORK/base-plugins/"; fi
+	done
 fi
 
 log "building bench/seed and bench/fsyncprobe"
@@ -133,7 +142,7 @@ start_server() {
 		"$AGENTRT_BIN" run "$(plugin_of "$name")" --snapshots=false --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
 		;;
 	base-*)
-		"$BASE_BIN" run "$(plugin_of "$name")" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
+		"$BASE_BIN" run "$WORK/base-plugins/echo-${name#*-}.wasm" --addr 127.0.0.1:0 --data "$dir/data" 2>"$logf" >/dev/null &
 		;;
 	*) die "unknown server $name" ;;
 	esac
@@ -200,7 +209,7 @@ servers_for() {
 		for l in go tinygo rust; do
 			if [ -f "$WORK/plugins/echo-$l.wasm" ]; then
 				s="$s agentrt-$l"
-				[ -n "$BASE_BIN" ] && s="$s base-$l"
+				[ -n "$BASE_BIN" ] && [ -f "$WORK/base-plugins/echo-$l.wasm" ] && s="$s base-$l"
 				[[ " $INIT_LANGS " == *" $l "* ]] && s="$s init-$l"
 			else
 				log "step: $PLUGIN_DIR/echo-$l.wasm not found, agentrt-$l skipped"
@@ -220,7 +229,7 @@ MACHINE="$(
 	echo "- plugins: $(cd "$WORK/plugins" && for f in *.wasm; do printf '%s %s KiB; ' "$f" "$(($(stat -c %s "$f") / 1024))"; done | sed 's/; $//')"
 	echo "- data dirs on: $(df -T "$WORK" | awk 'NR == 2 { print $2 " (" $1 ")" }'); 4 KiB append+fsync there: $(field "$FSYNC_LINE" per_s)/s (p50 $(field "$FSYNC_LINE" p50_us) µs, p99 $(field "$FSYNC_LINE" p99_us) µs)"
 	echo "- $("$AGENTRT_BIN" version 2>/dev/null | head -n 1) (binary sha256 $(sha256sum "$AGENTRT_BIN" | cut -c1-12), repo at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')); node $(node --version); agent-protocol $(node -p "require('$BENCH/js/node_modules/agent-protocol/package.json').version"); $(wrk --version 2>&1 | head -n 1 | awk '{ print $1, $2 }')"
-	[ -n "$BASE_BIN" ] && echo "- baseline (base-*): $("$BASE_BIN" version 2>/dev/null | head -n 1) (binary sha256 $(sha256sum "$BASE_BIN" | cut -c1-12))"
+	[ -n "$BASE_BIN" ] && echo "- baseline (base-*): $("$BASE_BIN" version 2>/dev/null | head -n 1) (binary sha256 $(sha256sum "$BASE_BIN" | cut -c1-12)); its plugins: $(cd "$WORK/base-plugins" && for f in *.wasm; do printf '%s %s KiB sha256 %s; ' "$f" "$(($(stat -c %s "$f") / 1024))" "$(sha256sum "$f" | cut -c1-12)"; done | sed 's/; $//')"
 	echo "- wrk -t$THREADS -c$CONNS --timeout 10s, $WARMUP warm-up + $DURATION measured per scenario and server, $ROUNDS round(s), server order rotated each round; fresh server and data dir for every run"
 )"
 
@@ -270,6 +279,8 @@ targets() {
 		print "|---|---:|---|---|"
 		ratio("Go echo step from a snapshot / without (req/s)", "step", "agentrt-go", "step", "init-go", "rps", 10, 1)
 		ratio("Go echo step / the baseline build, BENCH_BASELINE (req/s)", "step", "agentrt-go", "step", "base-go", "rps", 10, 1)
+		ratio("TinyGo echo step / the baseline (req/s)", "step", "agentrt-tinygo", "step", "base-tinygo", "rps", 1, 1)
+		ratio("Rust echo step / the baseline (req/s)", "step", "agentrt-rust", "step", "base-rust", "rps", 1, 1)
 		ratio("TinyGo echo step / Go echo step (req/s)", "step", "agentrt-tinygo", "step", "agentrt-go", "rps", 2, 0)
 		ratio("Rust echo step / create-task (server CPU per request)", "step", "agentrt-rust", "create", "agentrt-go", "cpu", 3, 0)
 		ratio("Rust echo step / the JS SDK step (req/s)", "step", "agentrt-rust", "step", "js", "rps", 2, 1)

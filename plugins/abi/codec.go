@@ -1,7 +1,6 @@
 package abi
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math/bits"
@@ -564,7 +563,9 @@ func plainRun(b []byte) (n int, ascii bool) {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	var high uint64
 	for ; len(b)-n >= 8; n += 8 {
-		w := binary.LittleEndian.Uint64(b[n:])
+		c := b[n : n+8]
+		w := uint64(c[0]) | uint64(c[1])<<8 | uint64(c[2])<<16 | uint64(c[3])<<24 |
+			uint64(c[4])<<32 | uint64(c[5])<<40 | uint64(c[6])<<48 | uint64(c[7])<<56
 		// A byte's high bit is set in each term when that byte is a quote,
 		// a backslash or below 0x20; a borrow can set bits above the first
 		// such byte, never below it, so the lowest set bit is exact.

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// The tool counts each loop's turns in one call, no more (not the warm-up
+// call's) and no fewer, and names the function each is in.
+func TestEachLoopsTurnsInOneCallAreCounted(t *testing.T) {
+	wasm := filepath.Join(t.TempDir(), "nested.wasm")
+	if out, err := exec.Command("wat2wasm", filepath.Join("testdata", "nested.wat"), "-o", wasm).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, out)
+	}
+	c, err := countStep(context.Background(), wasm, stepInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := count{Total: 15, Loops: []loop{
+		{Func: "agentrt_on_step", Label: "$L1", Turns: 12},
+		{Func: "agentrt_on_step", Label: "$L0", Turns: 3},
+	}}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("counted %+v, want %+v", c, want)
+	}
+}
+
+func TestRustSymbolsAreDemangled(t *testing.T) {
+	for in, want := range map[string]string{
+		"_ZN7agentrt4json6Parser6string17hdcdb068d863a6377E":                                                   "agentrt::json::Parser::string",
+		"_ZN70_$LT$alloc..vec..Vec$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h5e171441600b2e7cE": "<alloc::vec::Vec<T,A> as core::ops::drop::Drop>::drop",
+		"runtime.alloc":  "runtime.alloc",
+		"_ZN3bad99short": "_ZN3bad99short",
+	} {
+		if got := demangle(in); got != want {
+			t.Errorf("demangle(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+// Command loops counts the loop turns a plugin's step handler takes in one
+// call, and which functions take them.
+//
+// In agentrt's sandbox every turn of a loop costs a check that the call's
+// deadline has not passed (wazero's WithCloseOnContextDone), about 25 ns
+// on this machine: an exit from the guest's code to Go and back. A
+// handler's loops, its JSON decoding's above all, are therefore a cost
+// of their own, which a profile of the host does not show by function.
+//
+//	make plugins
+//	go run ./bench/loops build/plugins/echo-rust.wasm build/plugins/echo-tinygo.wasm
+//	go run ./bench/loops -top 20 -input my-input.json my-agent.wasm
+//
+// It needs wabt (wasm2wat and wat2wasm; scripts/toolchains.sh wabt): the
+// plugin is turned into text, a call to a counting host function is put at
+// the head of each loop, and the result is loaded as agentrt loads any
+// plugin and called once to warm up, then once counted. The input is an
+// echo step's (the one bench/sandbox uses) unless -input names a file
+// holding a whole handler input message.
+//
+// Results are in bench/README.md ("Loops cost").
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentrt/agentrt/hostapi"
+	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/runtime"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// stepInput is an echo step's input message, as bench/sandbox sends it.
+var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
+	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)
+
+func main() {
+	top := flag.Int("top", 10, "how many loops to list, most turns first")
+	inputFile := flag.String("input", "", "a file holding the handler's input message (default: an echo step's)")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "Usage: go run ./bench/loops [-top N] [-input FILE] PLUGIN.wasm...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	input := stepInput
+	if *inputFile != "" {
+		b, err := os.ReadFile(*inputFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loops:", err)
+			os.Exit(1)
+		}
+		input = b
+	}
+	for _, path := range flag.Args() {
+		c, err := countStep(context.Background(), path, input)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loops: %s: %v\n", path, err)
+			os.Exit(1)
+		}
+		c.write(os.Stdout, path, *top)
+	}
+}
+
+// loop is one loop of a plugin: the function it is in, its label in
+// wasm2wat's text, and the turns it took.
+type loop struct {
+	Func, Label string
+	Turns       int
+}
+
+// count is what one call's loops did.
+type count struct {
+	Total int
+	Loops []loop // those that turned, most turns first
+}
+
+func (c count) write(w io.Writer, path string, top int) {
+	fmt.Fprintf(w, "%s: %d loop turns in one step call\n", path, c.Total)
+	fmt.Fprintf(w, "  %6s  %s\n", "turns", "function (loop)")
+	for i, l := range c.Loops {
+		if i == top {
+			fmt.Fprintf(w, "  %6s  (%d loops more)\n", "…", len(c.Loops)-top)
+			break
+		}
+		fmt.Fprintf(w, "  %6d  %s (%s)\n", l.Turns, demangle(l.Func), l.Label)
+	}
+}
+
+// countModule is the host module the instrumented plugin calls.
+const countModule = "agentrt_loops"
+
+// countStep instruments the plugin at path, calls its step handler once to
+// warm up and once more counting, and returns the count.
+func countStep(ctx context.Context, path string, input []byte) (count, error) {
+	dir, err := os.MkdirTemp("", "agentrt-loops-")
+	if err != nil {
+		return count{}, err
+	}
+	defer os.RemoveAll(dir)
+	wat, err := run("wasm2wat", "--generate-names", path)
+	if err != nil {
+		return count{}, err
+	}
+	text, loops := instrument(wat)
+	watPath, wasmPath := filepath.Join(dir, "counted.wat"), filepath.Join(dir, "counted.wasm")
+	if err := os.WriteFile(watPath, text, 0o644); err != nil {
+		return count{}, err
+	}
+	if _, err := run("wat2wasm", watPath, "-o", wasmPath); err != nil {
+		return count{}, err
+	}
+
+	turns := make([]int, len(loops))
+	counting := false
+	cfg := runtime.Config{
+		CacheDir:    filepath.Join(dir, "cache"),
+		CallTimeout: time.Minute,
+		HostModules: []runtime.HostModule{
+			{Name: abi.ImportModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
+				return hostapi.Instantiate(ctx, r, hostapi.Config{})
+			}, Construction: hostapi.WithConstruction},
+			{Name: countModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
+				_, err := r.NewHostModuleBuilder(countModule).NewFunctionBuilder().
+					WithGoFunction(api.GoFunc(func(_ context.Context, stack []uint64) {
+						if id := int(uint32(stack[0])); counting && id < len(turns) {
+							turns[id]++
+						}
+					}), []api.ValueType{api.ValueTypeI32}, nil).
+					Export("turn").Instantiate(ctx)
+				return err
+			}},
+		},
+	}
+	p, err := runtime.Load(ctx, wasmPath, cfg)
+	if err != nil {
+		return count{}, err
+	}
+	defer p.Close(ctx)
+	h := &host{input: input}
+	bind := func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, h) }
+	for _, counted := range []bool{false, true} {
+		counting = counted
+		code, _, err := p.Call(ctx, abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind})
+		if err != nil {
+			return count{}, fmt.Errorf("step: %w", err)
+		}
+		if code != 0 {
+			return count{}, fmt.Errorf("step: the handler answered %d: %s", code, h.result)
+		}
+	}
+	var c count
+	for i, n := range turns {
+		if n > 0 {
+			c.Total += n
+			c.Loops = append(c.Loops, loop{Func: loops[i].Func, Label: loops[i].Label, Turns: n})
+		}
+	}
+	sort.SliceStable(c.Loops, func(i, j int) bool { return c.Loops[i].Turns > c.Loops[j].Turns })
+	return c, nil
+}
+
+var (
+	funcLine   = regexp.MustCompile(`^\s*\(func (\$\S+)`)
+	importLine = regexp.MustCompile(`^\s*\(import `)
+	loopLine   = regexp.MustCompile(`^(\s*)loop\b\s*(\$\S+)?`)
+)
+
+// instrument puts, at the head of each loop of wasm2wat's (unfolded) text,
+// a call to agentrt_loops.turn with the loop's number, and returns the new
+// text and the loops by number. Calls name their functions ($names from
+// --generate-names), so the import it adds shifts no reference.
+func instrument(wat []byte) ([]byte, []loop) {
+	var out bytes.Buffer
+	var loops []loop
+	fn, imported := "", false
+	sc := bufio.NewScanner(bytes.NewReader(wat))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := funcLine.FindStringSubmatch(line); m != nil {
+			fn = strings.TrimPrefix(m[1], "$")
+		}
+		if !imported && (importLine.MatchString(line) || funcLine.MatchString(line)) {
+			fmt.Fprintf(&out, "  (import %q \"turn\" (func $__agentrt_loops_turn (param i32)))\n", countModule)
+			imported = true
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+		if m := loopLine.FindStringSubmatch(line); m != nil {
+			fmt.Fprintf(&out, "%s  i32.const %d\n%s  call $__agentrt_loops_turn\n", m[1], len(loops), m[1])
+			loops = append(loops, loop{Func: fn, Label: m[2]})
+		}
+	}
+	return out.Bytes(), loops
+}
+
+// demangle makes a Rust symbol (legacy mangling, _ZN...E) readable:
+// its path joined by ::, without the hash. Other names are left as they are.
+func demangle(name string) string {
+	rest, ok := strings.CutPrefix(name, "_ZN")
+	if !ok {
+		return name
+	}
+	var parts []string
+	for len(rest) > 0 && rest[0] != 'E' {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		n, err := strconv.Atoi(rest[:i])
+		if err != nil || i+n > len(rest) {
+			return name
+		}
+		// A part that would start with '$' is mangled with '_' before it.
+		part := rest[i : i+n]
+		if strings.HasPrefix(part, "_$") {
+			part = part[1:]
+		}
+		parts = append(parts, part)
+		rest = rest[i+n:]
+	}
+	if len(parts) > 1 && len(parts[len(parts)-1]) == 17 && parts[len(parts)-1][0] == 'h' {
+		parts = parts[:len(parts)-1]
+	}
+	s := strings.Join(parts, "::")
+	return strings.NewReplacer("$LT$", "<", "$GT$", ">", "$u20$", " ", "$C$", ",", "$RF$", "&", "$BP$", "*", "..", "::").Replace(s)
+}
+
+func run(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v\n%s(wasm2wat and wat2wasm are wabt's: scripts/toolchains.sh wabt)", name, err, stderr.String())
+	}
+	return out, nil
+}
+
+// host answers the host API for a step, keeping its result.
+type host struct {
+	input  []byte
+	result []byte
+}
+
+func (h *host) Input() []byte                    { return h.input }
+func (h *host) SetResult(b []byte) error         { h.result = append(h.result[:0], b...); return nil }
+func (h *host) Log(string, []byte) error         { return nil }
+func (h *host) Config() []byte                   { return []byte("{}") }
+func (*host) BeforeEffect(context.Context) error { return nil }
+func (*host) CreateArtifact(context.Context, protocol.ArtifactSpec, []byte) (string, error) {
+	return "", nil
+}
+func (*host) WorkspaceReadInto(context.Context, string, []byte) (int64, error)   { return 0, nil }
+func (*host) WorkspaceWrite(context.Context, string, []byte) error               { return nil }
+func (*host) WorkspaceList(context.Context, string) ([]protocol.FileInfo, error) { return nil, nil }
+func (*host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error) {
+	return protocol.FileInfo{}, nil
+}
+func (*host) WorkspaceDelete(context.Context, string) error { return nil }
+func (*host) DownloadWrite(context.Context, []byte) error   { return nil }
+func (*host) FetchArtifact(context.Context, string, string, func(context.Context, string) ([]byte, error)) (int64, error) {
+	return 0, nil
+}
