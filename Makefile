@@ -78,7 +78,7 @@ $(PLUGIN_DIR)/%-tinygo.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT) | toolc
 	@mkdir -p $(@D)
 	cd examples/$*/go && $(TINYGO) build -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -o $(CURDIR)/$@ . 2> >(grep -v "is not a recognized feature for this target" >&2)
 
-$(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*/rust/src/*.rs) $(RUST_KIT) | toolchains
+$(PLUGIN_DIR)/%-rust.wasm: $$(wildcard examples/$$*/rust/Cargo.toml examples/$$*/rust/src/*.rs) $(RUST_KIT) .cargo/config.toml | toolchains
 	@mkdir -p $(@D)
 	$(CARGO) build --quiet --offline --release --target wasm32-unknown-unknown \
 		--manifest-path examples/$*/rust/Cargo.toml --target-dir build/cargo

@@ -75,6 +75,8 @@ done
 [ -x "$AGENTRT" ] || die "$AGENTRT not found or not executable: run 'make build/agentrt' (or 'make bench')"
 [ -z "$BASELINE" ] || [ -x "$BASELINE" ] || die "BENCH_BASELINE $BASELINE not found or not executable"
 [ -z "${BENCH_BASELINE_PLUGINS:-}" ] || [ -n "$BASELINE" ] || die "BENCH_BASELINE_PLUGINS needs BENCH_BASELINE (the binary the base-* servers run; AGENTRT's own for a change to the kits alone)"
+# base-go serves create and get: the baseline's plugins must hold it.
+[ -z "$BASELINE" ] || [ -f "$BASE_PLUGIN_DIR/echo-go.wasm" ] || die "$BASE_PLUGIN_DIR/echo-go.wasm not found: BENCH_BASELINE_PLUGINS must hold the baseline's echo-go.wasm"
 [ -f "$PLUGIN_DIR/echo-go.wasm" ] || die "$PLUGIN_DIR/echo-go.wasm not found: run 'make $PLUGIN_DIR/echo-go.wasm' (or 'make bench')"
 command -v go >/dev/null 2>&1 || die "go not found on PATH (needed for bench/seed)"
 command -v node >/dev/null 2>&1 || die "node not found on PATH: install Node.js 20 (apt-get install nodejs npm)"

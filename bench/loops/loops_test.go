@@ -32,7 +32,8 @@ func TestRustSymbolsAreDemangled(t *testing.T) {
 	for in, want := range map[string]string{
 		"_ZN7agentrt4json6Parser6string17hdcdb068d863a6377E":                                                   "agentrt::json::Parser::string",
 		"_ZN70_$LT$alloc..vec..Vec$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h5e171441600b2e7cE": "<alloc::vec::Vec<T,A> as core::ops::drop::Drop>::drop",
-		"runtime.alloc":  "runtime.alloc",
+		"runtime.alloc": "runtime.alloc",
+		"_ZN7agentrt7exports8on_input28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE": "agentrt::exports::on_input::{{closure}}",
 		"_ZN3bad99short": "_ZN3bad99short",
 	} {
 		if got := demangle(in); got != want {

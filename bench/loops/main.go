@@ -120,7 +120,10 @@ func countStep(ctx context.Context, path string, input []byte) (count, error) {
 	if err != nil {
 		return count{}, err
 	}
-	text, loops := instrument(wat)
+	text, loops, err := instrument(wat)
+	if err != nil {
+		return count{}, err
+	}
 	watPath, wasmPath := filepath.Join(dir, "counted.wat"), filepath.Join(dir, "counted.wasm")
 	if err := os.WriteFile(watPath, text, 0o644); err != nil {
 		return count{}, err
@@ -188,7 +191,7 @@ var (
 // a call to agentrt_loops.turn with the loop's number, and returns the new
 // text and the loops by number. Calls name their functions ($names from
 // --generate-names), so the import it adds shifts no reference.
-func instrument(wat []byte) ([]byte, []loop) {
+func instrument(wat []byte) ([]byte, []loop, error) {
 	var out bytes.Buffer
 	var loops []loop
 	fn, imported := "", false
@@ -210,7 +213,10 @@ func instrument(wat []byte) ([]byte, []loop) {
 			loops = append(loops, loop{Func: fn, Label: m[2]})
 		}
 	}
-	return out.Bytes(), loops
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read wasm2wat's text: %w", err)
+	}
+	return out.Bytes(), loops, nil
 }
 
 // demangle makes a Rust symbol (legacy mangling, _ZN...E) readable:
@@ -242,7 +248,8 @@ func demangle(name string) string {
 		parts = parts[:len(parts)-1]
 	}
 	s := strings.Join(parts, "::")
-	return strings.NewReplacer("$LT$", "<", "$GT$", ">", "$u20$", " ", "$C$", ",", "$RF$", "&", "$BP$", "*", "..", "::").Replace(s)
+	return strings.NewReplacer("$LT$", "<", "$GT$", ">", "$u20$", " ", "$C$", ",", "$RF$", "&", "$BP$", "*", "$SP$", "@",
+		"$u7b$", "{", "$u7d$", "}", "$u27$", "'", "$u5b$", "[", "$u5d$", "]", "$u7e$", "~", "..", "::").Replace(s)
 }
 
 func run(name string, args ...string) ([]byte, error) {

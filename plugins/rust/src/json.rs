@@ -515,7 +515,7 @@ impl<'a> Parser<'a> {
     fn skip_whitespace(&mut self) {
         // Most calls find none: looked for once before the loop, since in
         // the sandbox every turn of a loop, the first included, costs a
-        // check (docs/PLUGINS.md, "Loops cost").
+        // check (plugins/README.md, "Loops cost").
         if !matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             return;
         }
