@@ -83,14 +83,18 @@ func TestNewProjectsMakefileRunsCommandsAtOddPaths(t *testing.T) {
 	if err := writeProject(dir, p); err != nil {
 		t.Fatal(err)
 	}
-	for target, want := range map[string]string{
-		"odd.wasm": p.TinyGo + "\nbuild\n",
-		"call":     p.Agentrt + "\ncall\nodd.wasm\nstep\n--input\nhello\n",
+	// In this order: the fake tinygo builds no odd.wasm, which is made
+	// after the build so that "make call" finds it and runs only agentrt
+	// (were call first, it would build odd.wasm, and the build after it
+	// would find odd.wasm up to date and run nothing).
+	for _, tc := range []struct{ target, want string }{
+		{"odd.wasm", p.TinyGo + "\nbuild\n"},
+		{"call", p.Agentrt + "\ncall\nodd.wasm\nstep\n--input\nhello\n"},
 	} {
 		os.Remove(ran)
-		runMake(t, dir, os.Environ(), target)
-		if b, err := os.ReadFile(ran); err != nil || !strings.HasPrefix(string(b), want) {
-			t.Errorf("make %s ran %q (%v), want it to start %q", target, b, err, want)
+		runMake(t, dir, os.Environ(), tc.target)
+		if b, err := os.ReadFile(ran); err != nil || !strings.HasPrefix(string(b), tc.want) {
+			t.Errorf("make %s ran %q (%v), want it to start %q", tc.target, b, err, tc.want)
 		}
 		os.WriteFile(filepath.Join(dir, "odd.wasm"), nil, 0o644)
 	}
