@@ -75,7 +75,11 @@ type Step struct {
 	// null until it has run. An addition to the specification's Step.
 	Build *StepBuild `json:"build"`
 	// Planned is true for a step planned by the task handler.
-	Planned   bool        `json:"-"`
+	Planned bool `json:"-"`
+	// Marked is set by Store.StartStep, from its first attempt: the store
+	// may hold the step as running. SaveStep writes a new step that was
+	// never marked without looking for a row of it.
+	Marked    bool        `json:"-"`
 	CreatedAt time.Time   `json:"-"`
 	Logs      []LogRecord `json:"-"`
 	// PluginTime is the wall-clock time the step's handler call used.

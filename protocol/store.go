@@ -56,7 +56,8 @@ type StepStore interface {
 	NextPlannedStep(ctx context.Context, taskID string) (*Step, error)
 	// SaveStep records an executed step: a new one, or a planned one
 	// (Planned set) now run, with the artifacts it created (whose bytes are
-	// staged), its log (s.Logs) and plugin time, in one transaction.
+	// staged), its log (s.Logs) and plugin time, in one transaction. A new
+	// step that was never marked (s.Marked unset) has no row yet.
 	// ENOTFOUND when the task is gone, or a planned step is not the task's.
 	SaveStep(ctx context.Context, s *Step, artifacts []Artifact) error
 	// GetStep returns a step of a task. ENOTFOUND when there is no such
@@ -76,7 +77,7 @@ type StepStore interface {
 	// without waiting for the disk (the SaveStep that follows waits for
 	// both). A step left running is marked failed, with the error code
 	// EINTERRUPTED, when the store next opens. ENOTFOUND when the task is
-	// gone.
+	// gone. It sets s.Marked first, whether or not the mark is written.
 	StartStep(ctx context.Context, s *Step) error
 	// AbandonStep undoes StartStep for a step whose handler never ran: a
 	// new step is removed, a planned one is planned again. Like

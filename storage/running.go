@@ -16,6 +16,7 @@ import (
 // the machine, and the SaveStep that ends the step syncs it with its own.
 // protocol.ENOTFOUND when the task is gone.
 func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
+	st.Marked = true // its save looks for the row this may write
 	now := millis(time.Now())
 	e := changesTask(st.TaskID)
 	if !st.Planned { // one more step

@@ -35,23 +35,31 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		}
 	}
 	err = s.inTx(ctx, e, 2+len(artifacts), func(w db) error {
-		res, err := w.exec(`
-			UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
-				additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
-			WHERE id = ? AND task_id = ?`,
-			st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
-			nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
-			buildAgent(st.Build), buildID(st.Build), st.StepID, st.TaskID)
-		if err != nil {
-			return err
-		}
 		added = 0
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			if st.Planned {
+		// A new step never marked has no row yet (most quick steps): the
+		// writer is spared a look for one.
+		insert := !st.Planned && !st.Marked
+		if !insert {
+			res, err := w.exec(`
+				UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
+					additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
+				WHERE id = ? AND task_id = ?`,
+				st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
+				nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
+				buildAgent(st.Build), buildID(st.Build), st.StepID, st.TaskID)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 && st.Planned {
 				return protocol.Errorf(protocol.ENOTFOUND, "planned step %q of task %q not found", st.StepID, st.TaskID)
 			}
+			insert = n == 0
+		}
+		if insert {
 			if err := insertStep(w, st, logs); err != nil {
 				return err
 			}
