@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/agentrt/agentrt/bench/internal/echostep"
 )
 
 // The tool counts each loop's turns in one call, no more (not the warm-up
@@ -15,7 +17,7 @@ func TestEachLoopsTurnsInOneCallAreCounted(t *testing.T) {
 	if out, err := exec.Command("wat2wasm", filepath.Join("testdata", "nested.wat"), "-o", wasm).CombinedOutput(); err != nil {
 		t.Fatalf("wat2wasm: %v\n%s", err, out)
 	}
-	c, err := countStep(context.Background(), wasm, stepInput)
+	c, err := countStep(context.Background(), wasm, echostep.Input)
 	if err != nil {
 		t.Fatal(err)
 	}

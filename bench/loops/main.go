@@ -37,17 +37,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrt/agentrt/hostapi"
-	"github.com/agentrt/agentrt/plugins/abi"
-	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/bench/internal/echostep"
 	"github.com/agentrt/agentrt/runtime"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
-
-// stepInput is an echo step's input message, as bench/sandbox sends it.
-var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
-	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)
 
 func main() {
 	top := flag.Int("top", 10, "how many loops to list, most turns first")
@@ -61,7 +55,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	input := stepInput
+	input := echostep.Input
 	if *inputFile != "" {
 		b, err := os.ReadFile(*inputFile)
 		if err != nil {
@@ -138,9 +132,7 @@ func countStep(ctx context.Context, path string, input []byte) (count, error) {
 		CacheDir:    filepath.Join(dir, "cache"),
 		CallTimeout: time.Minute,
 		HostModules: []runtime.HostModule{
-			{Name: abi.ImportModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
-				return hostapi.Instantiate(ctx, r, hostapi.Config{})
-			}, Construction: hostapi.WithConstruction},
+			echostep.HostModule(),
 			{Name: countModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
 				_, err := r.NewHostModuleBuilder(countModule).NewFunctionBuilder().
 					WithGoFunction(api.GoFunc(func(_ context.Context, stack []uint64) {
@@ -158,16 +150,14 @@ func countStep(ctx context.Context, path string, input []byte) (count, error) {
 		return count{}, err
 	}
 	defer p.Close(ctx)
-	h := &host{input: input}
-	bind := func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, h) }
 	for _, counted := range []bool{false, true} {
 		counting = counted
-		code, _, err := p.Call(ctx, abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind})
+		code, result, err := echostep.Call(ctx, p, input)
 		if err != nil {
 			return count{}, fmt.Errorf("step: %w", err)
 		}
 		if code != 0 {
-			return count{}, fmt.Errorf("step: the handler answered %d: %s", code, h.result)
+			return count{}, fmt.Errorf("step: the handler answered %d: %s", code, result)
 		}
 	}
 	var c count
@@ -261,30 +251,4 @@ func run(name string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %v\n%s(wasm2wat and wat2wasm are wabt's: scripts/toolchains.sh wabt)", name, err, stderr.String())
 	}
 	return out, nil
-}
-
-// host answers the host API for a step, keeping its result.
-type host struct {
-	input  []byte
-	result []byte
-}
-
-func (h *host) Input() []byte                    { return h.input }
-func (h *host) SetResult(b []byte) error         { h.result = append(h.result[:0], b...); return nil }
-func (h *host) Log(string, []byte) error         { return nil }
-func (h *host) Config() []byte                   { return []byte("{}") }
-func (*host) BeforeEffect(context.Context) error { return nil }
-func (*host) CreateArtifact(context.Context, protocol.ArtifactSpec, []byte) (string, error) {
-	return "", nil
-}
-func (*host) WorkspaceReadInto(context.Context, string, []byte) (int64, error)   { return 0, nil }
-func (*host) WorkspaceWrite(context.Context, string, []byte) error               { return nil }
-func (*host) WorkspaceList(context.Context, string) ([]protocol.FileInfo, error) { return nil, nil }
-func (*host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error) {
-	return protocol.FileInfo{}, nil
-}
-func (*host) WorkspaceDelete(context.Context, string) error { return nil }
-func (*host) DownloadWrite(context.Context, []byte) error   { return nil }
-func (*host) FetchArtifact(context.Context, string, string, func(context.Context, string) ([]byte, error)) (int64, error) {
-	return 0, nil
 }

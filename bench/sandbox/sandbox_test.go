@@ -11,45 +11,16 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/agentrt/agentrt/hostapi"
+	"github.com/agentrt/agentrt/bench/internal/echostep"
 	"github.com/agentrt/agentrt/plugins/abi"
-	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/runtime"
-	"github.com/tetratelabs/wazero"
 )
-
-// host answers the host API for an echo step, keeping nothing.
-type host struct{ input []byte }
-
-func (h *host) Input() []byte            { return h.input }
-func (h *host) SetResult([]byte) error   { return nil }
-func (h *host) Log(string, []byte) error { return nil }
-func (h *host) CreateArtifact(context.Context, protocol.ArtifactSpec, []byte) (string, error) {
-	return "", nil
-}
-func (h *host) Config() []byte                                                     { return []byte("{}") }
-func (h *host) WorkspaceReadInto(context.Context, string, []byte) (int64, error)   { return 0, nil }
-func (h *host) WorkspaceWrite(context.Context, string, []byte) error               { return nil }
-func (h *host) WorkspaceList(context.Context, string) ([]protocol.FileInfo, error) { return nil, nil }
-func (h *host) WorkspaceStat(context.Context, string) (protocol.FileInfo, error) {
-	return protocol.FileInfo{}, nil
-}
-func (h *host) WorkspaceDelete(context.Context, string) error { return nil }
-func (h *host) DownloadWrite(context.Context, []byte) error   { return nil }
-func (h *host) BeforeEffect(context.Context) error            { return nil }
-func (h *host) FetchArtifact(context.Context, string, string, func(context.Context, string) ([]byte, error)) (int64, error) {
-	return 0, nil
-}
-
-var stepInput = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
-	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)
 
 func pluginPath(b *testing.B, name string) string {
 	dir := os.Getenv("AGENTRT_PLUGINS")
@@ -76,9 +47,7 @@ func load(b *testing.B, path string, closeOnDone bool, opts ...func(*runtime.Con
 		CacheDir:             filepath.Join(os.TempDir(), "agentrt-bench-cache"),
 		CallTimeout:          time.Minute,
 		NoCloseOnContextDone: !closeOnDone,
-		HostModules: []runtime.HostModule{{Name: abi.ImportModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
-			return hostapi.Instantiate(ctx, r, hostapi.Config{})
-		}, Construction: hostapi.WithConstruction}},
+		HostModules:          []runtime.HostModule{echostep.HostModule()},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -92,9 +61,7 @@ func load(b *testing.B, path string, closeOnDone bool, opts ...func(*runtime.Con
 }
 
 func call(b *testing.B, p *runtime.Plugin) {
-	h := &host{input: stepInput}
-	bind := func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, h) }
-	if code, _, err := p.Call(context.Background(), abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind}); err != nil || code != 0 {
+	if code, _, err := echostep.Call(context.Background(), p, echostep.Input); err != nil || code != 0 {
 		b.Fatalf("step: %d %v", code, err)
 	}
 }
