@@ -23,11 +23,11 @@ func DecodeInput(data []byte) (*Input, error) {
 		var err error
 		switch key {
 		case "abi":
-			var n int64
-			n, err = s.integer()
+			n := int64(in.ABI)
+			err = into(s, &n, s.integer)
 			in.ABI = int(n)
 		case "handler":
-			in.Handler, err = s.str()
+			err = into(s, &in.Handler, s.str)
 		case "task":
 			err = s.task(&in.Task)
 		case "step":
