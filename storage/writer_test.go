@@ -253,3 +253,63 @@ func TestACommittedWriteIsNotKeptReachableByTheWriter(t *testing.T) {
 		}
 	}
 }
+
+// syncLevel reads the writer connection's synchronous setting with a
+// statement prepared anew (one prepared before answers with the value of
+// its preparation): 2 is FULL, 1 NORMAL.
+func syncLevel(w db) (int, error) {
+	var v int
+	err := w.w.conn.QueryRowContext(w.ctx, "PRAGMA synchronous").Scan(&v)
+	return v, err
+}
+
+func TestAnUnsyncedWriteCommitsWithoutASyncAndTheWritesAfterItWithOne(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	ctx := context.Background()
+	level := func(unsynced bool) func() (int, error) {
+		var v int
+		fn := func(w db) (err error) { v, err = syncLevel(w); return err }
+		write := s.inTx
+		if unsynced {
+			write = s.inTxUnsynced
+		}
+		return func() (int, error) { return v, write(ctx, anyTasks, 1, fn) }
+	}
+	for i, c := range []struct {
+		unsynced bool
+		want     int
+	}{{false, 2}, {true, 1}, {false, 2}, {true, 1}} {
+		got, err := level(c.unsynced)()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("write %d (unsynced %v) ran under synchronous=%d, want %d", i, c.unsynced, got, c.want)
+		}
+	}
+
+	// Queued together, each still commits as asked.
+	release, held := holdWriter(t, s, nil)
+	results := make(chan [2]int, 2)
+	for _, unsynced := range []bool{true, false} {
+		get := level(unsynced)
+		go func() {
+			v, err := get()
+			if err != nil {
+				t.Error(err)
+			}
+			results <- [2]int{boolInt(unsynced), v}
+		}()
+	}
+	waitQueuedWrites(t, s, 2)
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		r := <-results
+		if want := 2 - r[0]; r[1] != want {
+			t.Errorf("queued with a synced write, a write (unsynced %v) ran under synchronous=%d, want %d", r[0] == 1, r[1], want)
+		}
+	}
+}
