@@ -325,7 +325,10 @@ type writer struct {
 }
 
 // txStatements are prepared as soon as a connection opens: ending a failed
-// transaction must not depend on preparing a statement.
+// transaction must not depend on preparing a statement. SQLite applies a
+// PRAGMA that sets synchronous when it prepares it (and again each time
+// it runs): preparing these leaves the connection at FULL, the last,
+// whatever the connection string said.
 var txStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"}
 
 func newWriter(ctx context.Context, pool *sql.DB) (*writer, error) {
