@@ -265,40 +265,42 @@ func syncLevel(w db) (int, error) {
 
 func TestAnUnsyncedWriteCommitsWithoutASyncAndTheWritesAfterItWithOne(t *testing.T) {
 	s := mustOpen(t, t.TempDir())
-	ctx := context.Background()
-	level := func(unsynced bool) func() (int, error) {
-		var v int
-		fn := func(w db) (err error) { v, err = syncLevel(w); return err }
+	// level makes a write, unsynced or not, and says under which
+	// synchronous setting it ran.
+	level := func(unsynced bool) (int, error) {
 		write := s.inTx
 		if unsynced {
 			write = s.inTxUnsynced
 		}
-		return func() (int, error) { return v, write(ctx, anyTasks, 1, fn) }
+		var v int
+		err := write(context.Background(), anyTasks, 1, func(w db) (err error) { v, err = syncLevel(w); return err })
+		return v, err
 	}
-	for i, c := range []struct {
-		unsynced bool
-		want     int
-	}{{false, 2}, {true, 1}, {false, 2}, {true, 1}} {
-		got, err := level(c.unsynced)()
+	want := map[bool]int{false: 2, true: 1}
+	for i, unsynced := range []bool{false, true, false, true} {
+		got, err := level(unsynced)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != c.want {
-			t.Errorf("write %d (unsynced %v) ran under synchronous=%d, want %d", i, c.unsynced, got, c.want)
+		if got != want[unsynced] {
+			t.Errorf("write %d (unsynced %v) ran under synchronous=%d, want %d", i, unsynced, got, want[unsynced])
 		}
 	}
 
 	// Queued together, each still commits as asked.
 	release, held := holdWriter(t, s, nil)
-	results := make(chan [2]int, 2)
+	type result struct {
+		unsynced bool
+		level    int
+	}
+	results := make(chan result, 2)
 	for _, unsynced := range []bool{true, false} {
-		get := level(unsynced)
 		go func() {
-			v, err := get()
+			v, err := level(unsynced)
 			if err != nil {
 				t.Error(err)
 			}
-			results <- [2]int{boolInt(unsynced), v}
+			results <- result{unsynced, v}
 		}()
 	}
 	waitQueuedWrites(t, s, 2)
@@ -308,8 +310,8 @@ func TestAnUnsyncedWriteCommitsWithoutASyncAndTheWritesAfterItWithOne(t *testing
 	}
 	for range 2 {
 		r := <-results
-		if want := 2 - r[0]; r[1] != want {
-			t.Errorf("queued with a synced write, a write (unsynced %v) ran under synchronous=%d, want %d", r[0] == 1, r[1], want)
+		if r.level != want[r.unsynced] {
+			t.Errorf("queued with a synced write, a write (unsynced %v) ran under synchronous=%d, want %d", r.unsynced, r.level, want[r.unsynced])
 		}
 	}
 }
