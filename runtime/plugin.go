@@ -203,6 +203,7 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 	case err != nil:
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	default:
+		inst.code, _ = lazyTable(inst.code)
 		code = inst.code
 	}
 

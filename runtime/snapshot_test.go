@@ -19,7 +19,7 @@ import (
 
 // watModule assembles a module in the text format with wat2wasm (from
 // wabt, installed by scripts/toolchains.sh).
-func watModule(t *testing.T, src string) []byte {
+func watModule(t testing.TB, src string) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("wat2wasm"); err != nil {
 		t.Fatal("wat2wasm is not installed; run scripts/toolchains.sh wabt")
