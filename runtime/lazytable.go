@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -19,12 +20,11 @@ import (
 // The rewrite makes the active segments declarative (they only declare the
 // functions that ref.func may name), and adds fill(i), which puts into
 // entry i what the segments would have put there (with the functions it
-// calls, one for each fillChunk entries), and ensure(i), which calls
-// fill(i) when entry i is empty and within the segments' range, and
-// returns i. It puts a call of ensure before every
-// call_indirect and return_call_indirect, which take the table index from
-// the top of the stack: the instruction then finds the entry in place,
-// or, where the segments left it empty, empty, as it would have.
+// calls, one for each fillChunk entries). Before every call_indirect and
+// return_call_indirect, which take the table index from the top of the
+// stack, it puts instructions that call fill(i) when entry i is empty
+// (fillBeforeIndirectCalls): the instruction then finds the entry in
+// place, or, where the segments left it empty, empty, as it would have.
 //
 // The table is observed only through those instructions, so an instance
 // cannot tell the difference: lazyTable leaves a module as it is when its
@@ -34,14 +34,15 @@ import (
 // segment is passive, has an offset that is not a constant or does not
 // fit in the table, or when an instruction is one lazyTable does not
 // know. It returns why it left the module as it is ("" when it rewrote
-// it). A module that calls ensure or fill itself finds the same: they put
-// only what the segments would have put.
+// it). A module that calls fill itself finds the same: it puts only what
+// the segments would have put.
 //
 // What it costs, once, before the module is compiled: one pass over the
-// code section and a copy of it with 2 to 6 bytes more for each
+// code section and a copy of it with 12 to 20 bytes more for each
 // call_indirect, 20 to 25 ms for a Go plugin of 3.8 MiB. Compiled, fill
-// costs wazero about 8 µs an entry. An instance pays an extra call for
-// each call_indirect, and the first call through an entry fills it.
+// costs wazero about 8 µs an entry. An instance pays about 2.5 ns more
+// for each call_indirect (BenchmarkIndirectCall), and the first call
+// through an entry fills it.
 func lazyTable(code []byte) ([]byte, string) {
 	m, err := parseSections(code)
 	if err != nil {
@@ -92,19 +93,18 @@ func lazyTable(code []byte) ([]byte, string) {
 	if err != nil {
 		return code, err.Error()
 	}
-	ensure := funcImports + funcs
-	fill := ensure + 1
+	fill := funcImports + funcs
 
-	newCode, why := callEnsureBeforeIndirectCalls(m, ensure)
+	newCode, why := fillBeforeIndirectCalls(m, fill)
 	if why != "" {
 		return code, why
 	}
-	bodies := append([][]byte{ensureBody(fill, uint32(lo), uint32(hi))}, fillBodies(entries[lo:hi], uint32(lo), fill+1)...)
+	bodies := fillBodies(entries[lo:hi], uint32(lo), fill+1)
 	var added, addedFuncs []byte
-	for i, body := range bodies {
+	for _, body := range bodies {
 		added = appendULEB(added, uint64(len(body)))
 		added = append(added, body...)
-		addedFuncs = appendULEB(addedFuncs, uint64(types)+uint64(min(i, 1)))
+		addedFuncs = appendULEB(addedFuncs, uint64(types))
 	}
 	codeCount, _ := m.countOf(sectionCode)
 	newCode = appendVecAppend(newCode, codeCount, added, len(bodies))
@@ -114,8 +114,8 @@ func lazyTable(code []byte) ([]byte, string) {
 	for _, s := range m.order {
 		switch s.id {
 		case sectionType:
-			// ensure: (i32) -> i32; fill: (i32) -> ()
-			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionType], types, []byte{0x60, 0x01, 0x7f, 0x01, 0x7f, 0x60, 0x01, 0x7f, 0x00}, 2))
+			// fill and its chunks: (i32) -> ()
+			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionType], types, []byte{0x60, 0x01, 0x7f, 0x00}))
 		case sectionFunction:
 			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionFunction], funcs, addedFuncs, len(bodies)))
 		case sectionElement:
@@ -268,17 +268,32 @@ func elementFunc(c *cursor, flags uint32) (uint32, bool) {
 	return 0, false
 }
 
-// callEnsureBeforeIndirectCalls returns the contents of the module's code
-// section with a call of ensure before every call_indirect and
-// return_call_indirect, or why it could not: an instruction that reads
-// or changes the table another way, or one it does not know.
-func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, string) {
-	call := appendULEB([]byte{opCall}, uint64(ensure))
+// fillBeforeIndirectCalls returns the contents of the module's code
+// section with, before every call_indirect and return_call_indirect,
+// instructions that call fill(i) when the entry i the instruction is to
+// call through is empty. They keep i in a local each such function is
+// given:
+//
+//	local.tee $i; table.get 0; ref.is_null
+//	if; local.get $i; call fill; end
+//	local.get $i
+//
+// An i outside the table traps in table.get as it would have in the
+// call. It returns why it could not: an instruction that reads or changes
+// the table another way, or one it does not know.
+func fillBeforeIndirectCalls(m *parsedModule, fill uint32) ([]byte, string) {
+	params, why := m.paramCounts()
+	if why != "" {
+		return nil, why
+	}
 	c := m.cursor(sectionCode)
 	n := c.u32()
-	out := make([]byte, 0, len(m.sections[sectionCode])+len(m.sections[sectionCode])/16)
+	if int(n) != len(params) {
+		return nil, "its function and code sections differ in length"
+	}
+	out := make([]byte, 0, len(m.sections[sectionCode])+len(m.sections[sectionCode])/8)
 	out = appendULEB(out, uint64(n))
-	var sites []int // where the indirect calls of the body read start
+	var sites []int // where the indirect calls of the body start
 	var body []byte
 	for i := uint32(0); i < n && c.err == nil; i++ {
 		size := c.u32()
@@ -287,11 +302,15 @@ func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, stri
 		}
 		fc := cursor{b: c.b, off: c.off, end: c.off + int(size), what: "a function body"}
 		c.off = fc.end
+		start := fc.off
+		locals := uint64(params[i])
 		decls := fc.u32()
+		declsStart := fc.off
 		for j := uint32(0); j < decls && fc.err == nil; j++ {
-			fc.u32()
+			locals += uint64(fc.u32())
 			fc.u8()
 		}
+		declsEnd := fc.off
 		sites = sites[:0]
 		why := eachInstruction(&fc, func(in instruction) string {
 			switch {
@@ -309,17 +328,29 @@ func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, stri
 		if why != "" {
 			return nil, fmt.Sprintf("its function %d %s", i, why)
 		}
-		start := fc.end - int(size)
 		if len(sites) == 0 {
 			out = appendULEB(out, uint64(size))
 			out = append(out, c.b[start:fc.end]...)
 			continue
 		}
-		body = body[:0]
-		last := start
+		if locals >= math.MaxUint32 {
+			return nil, fmt.Sprintf("its function %d has too many locals", i)
+		}
+		// The declarations, and one more: an i32, whose index is locals.
+		body = appendULEB(body[:0], uint64(decls)+1)
+		body = append(body, c.b[declsStart:declsEnd]...)
+		body = append(body, 0x01, 0x7f)
+		check := appendULEB([]byte{0x22}, locals) // local.tee
+		check = append(check, 0x25, 0x00, 0xd1, 0x04, 0x40, 0x20)
+		check = appendULEB(check, locals) // local.get
+		check = append(check, opCall)
+		check = appendULEB(check, uint64(fill))
+		check = append(check, 0x0b, 0x20)
+		check = appendULEB(check, locals)
+		last := declsEnd
 		for _, at := range sites {
 			body = append(body, c.b[last:at]...)
-			body = append(body, call...)
+			body = append(body, check...)
 			last = at
 		}
 		body = append(body, c.b[last:fc.end]...)
@@ -332,20 +363,33 @@ func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, stri
 	return out, ""
 }
 
-// ensureBody is the body of ensure(i) -> i: if entry i lies in [lo, hi)
-// and is empty, it calls fill(i).
-func ensureBody(fill, lo, hi uint32) []byte {
-	b := []byte{0x00}               // no locals
-	b = append(b, 0x20, 0x00, 0x41) // local.get 0; i32.const lo
-	b = appendSLEB(b, int64(int32(lo)))
-	b = append(b, 0x6b, 0x41) // i32.sub; i32.const hi-lo
-	b = appendSLEB(b, int64(int32(hi-lo)))
-	b = append(b,
-		0x49, 0x04, 0x40, // i32.lt_u; if
-		0x20, 0x00, 0x25, 0x00, 0xd1, // local.get 0; table.get 0; ref.is_null
-		0x04, 0x40, 0x20, 0x00, opCall) // if; local.get 0; call fill
-	b = appendULEB(b, uint64(fill))
-	return append(b, 0x0b, 0x0b, 0x20, 0x00, 0x0b) // end; end; local.get 0; end
+// paramCounts returns how many parameters each function the module defines
+// takes, in order.
+func (m *parsedModule) paramCounts() ([]uint32, string) {
+	tc := m.cursor(sectionType)
+	var types []uint32
+	for i, n := uint32(0), tc.u32(); i < n && tc.err == nil; i++ {
+		if form := tc.u8(); form != 0x60 && tc.err == nil {
+			return nil, fmt.Sprintf("its type %d is not a function type", i)
+		}
+		params := tc.count("parameters", 0)
+		tc.skip(int(params)) // prepareModule refuses value types of more than a byte
+		types = append(types, params)
+		tc.skip(int(tc.count("results", 0)))
+	}
+	fc := m.cursor(sectionFunction)
+	var params []uint32
+	for i, n := uint32(0), fc.u32(); i < n && fc.err == nil; i++ {
+		t := fc.u32()
+		if int(t) >= len(types) {
+			return nil, fmt.Sprintf("its function %d has type %d, which it does not define", i, t)
+		}
+		params = append(params, types[t])
+	}
+	if tc.err != nil || fc.err != nil {
+		return nil, "its types could not be read"
+	}
+	return params, ""
 }
 
 // fillChunk is how many entries one of the functions fill calls fills.

@@ -17,7 +17,8 @@ import (
 // way a segment can: function indexes and expressions, segments that
 // overlap (the later one wins), a null element, gaps, an imported
 // function, and functions of two types. call(i) and callWith(i, x) call
-// entry i as () -> i32 and (i32) -> i32.
+// entry i as () -> i32 and (i32) -> i32; twice(i) calls it twice and adds
+// a local of its own, which the local the rewrite adds must not be.
 const tableModule = `(module
   (import "env" "forty" (func $forty (result i32)))
   (type $r (func (result i32)))
@@ -40,11 +41,15 @@ const tableModule = `(module
     local.get 1
     local.get 0
     call_indirect (type $p))
-  (func (export "twice") (param i32) (result i32)
+  (func (export "twice") (param i32) (result i32) (local $k i32) (local f64)
+    i32.const 5
+    local.set $k
     local.get 0
     call_indirect (type $r)
     local.get 0
     call_indirect (type $r)
+    i32.add
+    local.get $k
     i32.add))`
 
 // outcomes calls every export of tableModule's kind for every table index
@@ -99,7 +104,7 @@ func TestALazyTableCallsWhatTheSegmentsPutInTheTable(t *testing.T) {
 	// calls that reach functions, and calls that trap each way.
 	for _, want := range []string{
 		"call(1) = 10", "call(2) = 30", "call(4) = 30", "call(6) = 40", "call(8) = 20", "call(10) = 10",
-		"twice(2) = 60", "callWith(5) = 8",
+		"twice(2) = 65", "callWith(5) = 8",
 		"call(0): wasm error: invalid table access",
 		"call(9): wasm error: invalid table access",
 		"call(12): wasm error: invalid table access",
@@ -273,6 +278,50 @@ func TestEveryExamplePluginFillsItsTableAsItIsUsed(t *testing.T) {
 			}
 			if _, why := lazyTable(inst.code); why != "" {
 				t.Errorf("its table is filled as an instance starts: %s", why)
+			}
+		})
+	}
+}
+
+// BenchmarkIndirectCall is what a lazy table costs a call_indirect: a
+// loop of a million calls through the table, with the table as wazero
+// fills it (eager) and as lazyTable's rewrite does (lazy).
+//
+//	go test ./runtime -run '^$' -bench IndirectCall
+func BenchmarkIndirectCall(b *testing.B) {
+	code := watModule(b, `(module
+	  (type $r (func (param i32) (result i32)))
+	  (table 4 funcref)
+	  (func $inc (param i32) (result i32) local.get 0 i32.const 1 i32.add)
+	  (func $dec (param i32) (result i32) local.get 0 i32.const 1 i32.sub)
+	  (elem (i32.const 0) $inc $dec $inc $dec)
+	  (func (export "loop") (param $n i32) (result i32) (local $acc i32)
+	    (loop $l
+	      (local.set $acc (call_indirect (type $r) (local.get $acc) (i32.and (local.get $n) (i32.const 3))))
+	      (br_if $l (local.tee $n (i32.sub (local.get $n) (i32.const 1)))))
+	    local.get $acc))`)
+	lazy, why := lazyTable(code)
+	if why != "" {
+		b.Fatal(why)
+	}
+	for _, tc := range []struct {
+		name string
+		code []byte
+	}{{"eager", code}, {"lazy", lazy}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			r := wazero.NewRuntime(ctx)
+			defer r.Close(ctx)
+			mod, err := r.Instantiate(ctx, tc.code)
+			if err != nil {
+				b.Fatal(err)
+			}
+			loop := mod.ExportedFunction("loop")
+			b.ResetTimer()
+			for range b.N {
+				if _, err := loop.Call(ctx, 1_000_000); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
