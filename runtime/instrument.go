@@ -35,7 +35,8 @@ const (
 // snapshot gets its memory from the snapshot and never copies a segment.
 // Every mutable global is exported, so that a snapshot can read and set
 // it. Nothing else changes: code, tables, element segments and the
-// plugin's exports are the module's.
+// plugin's exports are the module's (Compile then has lazyTable rewrite
+// the table's segments and the code that calls through it).
 //
 // Segments that lie a few bytes apart at most in memory are merged into
 // one (the gap between them zeros, which fresh memory holds anyway) when
