@@ -103,7 +103,9 @@ func eachInstruction(c *cursor, visit func(instruction) string) string {
 		case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1:
 			// unreachable nop else end return drop select ref.is_null
 		case op >= 0x02 && op <= 0x04: // block loop if
-			blockType(c)
+			if !blockType(c) {
+				return fmt.Sprintf("has a block type agentrt does not know at byte %d", in.at+1)
+			}
 		case op == 0x0c, op == 0x0d, op == 0x10, op == 0x12, op == 0xd2,
 			op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40:
 			// br br_if call return_call ref.func locals globals table.get
@@ -120,7 +122,9 @@ func eachInstruction(c *cursor, visit func(instruction) string) string {
 		case op == 0x1c: // select t*
 			n := c.u32()
 			for i := uint32(0); i < n && c.err == nil; i++ {
-				c.u8()
+				if t := c.u8(); !simpleValueType(t) && c.err == nil {
+					return fmt.Sprintf("has a typed select of a type agentrt does not know (0x%02x at byte %d)", t, c.off-1)
+				}
 			}
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			c.u32()
@@ -142,7 +146,12 @@ func eachInstruction(c *cursor, visit func(instruction) string) string {
 				return fmt.Sprintf("has an instruction agentrt does not know (0xfc %d at byte %d)", in.sub, c.off)
 			}
 		case op == 0xfd:
-			in.sub = c.u32()
+			// wazero reads the opcode after the prefix as one byte, not as
+			// the LEB128 number the specification has; a compiler's
+			// encoding of one of 0x80 or more (0x80 0x01) it reads as that
+			// opcode and a nop. Reading it as wazero does is what keeps
+			// an instruction from hiding in the second byte.
+			in.sub = uint32(c.u8())
 			simdImmediates(c, in.sub)
 		default:
 			return fmt.Sprintf("has an instruction agentrt does not know (opcode 0x%02x at byte %d)", op, c.off-1)
@@ -160,16 +169,27 @@ func eachInstruction(c *cursor, visit func(instruction) string) string {
 	return ""
 }
 
-func blockType(c *cursor) {
+// blockType reads a block type, or reports that it is one it does not
+// know: a typed reference (0x63, 0x64, then a heap type), of the
+// function-references proposal agentrt does not enable, which wazero
+// nevertheless reads.
+func blockType(c *cursor) bool {
 	switch b := c.u8(); {
 	case c.err != nil:
-	case b == 0x40, b >= 0x7b && b <= 0x7f, b == 0x70, b == 0x6f:
+	case simpleValueType(b), b == 0x40:
+	case b == 0x63, b == 0x64:
+		return false
 	default: // a type index, a signed LEB128 of 33 bits whose first byte was b
 		for b >= 0x80 && c.err == nil {
 			b = c.u8()
 		}
 	}
+	return true
 }
+
+// simpleValueType is whether t is a value type of one byte: i32, i64, f32,
+// f64, v128, funcref or externref.
+func simpleValueType(t byte) bool { return t >= 0x7b && t <= 0x7f || t == 0x70 || t == 0x6f }
 
 // fcImmediates reads the immediates of the instruction 0xfc sub
 // (saturating truncation, bulk memory and tables), or reports that it

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -20,11 +19,15 @@ import (
 // The rewrite makes the active segments declarative (they only declare the
 // functions that ref.func may name), and adds fill(i), which puts into
 // entry i what the segments would have put there (with the functions it
-// calls, one for each fillChunk entries). Before every call_indirect and
+// calls, one for each fillChunk entries), and ensure(i), which calls
+// fill(i) when entry i is empty and within the segments' range, and
+// returns i. It puts a call of ensure before every call_indirect and
 // return_call_indirect, which take the table index from the top of the
-// stack, it puts instructions that call fill(i) when entry i is empty
-// (fillBeforeIndirectCalls): the instruction then finds the entry in
-// place, or, where the segments left it empty, empty, as it would have.
+// stack: the instruction then finds the entry in place, or, where the
+// segments left it empty, empty, as it would have. (A check inline at
+// each call_indirect, in a local of the function's, cost 2.5 ns a call
+// against the call's 3.3, but wazero's compile time grew with the square
+// of the indirect calls in a function: 19 s for one of 64 KiB.)
 //
 // The table is observed only through those instructions, so an instance
 // cannot tell the difference: lazyTable leaves a module as it is when its
@@ -34,15 +37,17 @@ import (
 // segment is passive, has an offset that is not a constant or does not
 // fit in the table, or when an instruction is one lazyTable does not
 // know. It returns why it left the module as it is ("" when it rewrote
-// it). A module that calls fill itself finds the same: it puts only what
-// the segments would have put.
+// it). A module that calls ensure or fill itself finds the same: they
+// put only what the segments would have put. What an instance could
+// notice is the stack: the first call through an entry goes two calls
+// deeper than the call_indirect, and every call_indirect one.
 //
 // What it costs, once, before the module is compiled: one pass over the
-// code section and a copy of it with 12 to 20 bytes more for each
+// code section and a copy of it with 2 to 6 bytes more for each
 // call_indirect, 20 to 25 ms for a Go plugin of 3.8 MiB. Compiled, fill
-// costs wazero about 8 µs an entry. An instance pays about 2.5 ns more
-// for each call_indirect (BenchmarkIndirectCall), and the first call
-// through an entry fills it.
+// costs wazero about 8 µs an entry. An instance pays about 3.3 ns more for
+// each call_indirect (BenchmarkIndirectCall), and the first call through
+// an entry fills it.
 func lazyTable(code []byte) ([]byte, string) {
 	m, err := parseSections(code)
 	if err != nil {
@@ -60,7 +65,19 @@ func lazyTable(code []byte) ([]byte, string) {
 	if why != "" {
 		return code, why
 	}
-	entries, declarative, why := m.tableEntries(tableSize)
+	funcImports, err := m.countFuncImports()
+	if err != nil {
+		return code, err.Error()
+	}
+	types, err := m.countOf(sectionType)
+	if err != nil {
+		return code, err.Error()
+	}
+	funcs, err := m.countOf(sectionFunction)
+	if err != nil {
+		return code, err.Error()
+	}
+	entries, declarative, why := m.tableEntries(tableSize, funcImports+funcs)
 	if why != "" {
 		return code, why
 	}
@@ -81,30 +98,19 @@ func lazyTable(code []byte) ([]byte, string) {
 		return code, "its element segments put no function in its table"
 	}
 
-	funcImports, err := m.countFuncImports()
-	if err != nil {
-		return code, err.Error()
-	}
-	types, err := m.countOf(sectionType)
-	if err != nil {
-		return code, err.Error()
-	}
-	funcs, err := m.countOf(sectionFunction)
-	if err != nil {
-		return code, err.Error()
-	}
-	fill := funcImports + funcs
+	ensure := funcImports + funcs
+	fill := ensure + 1
 
-	newCode, why := fillBeforeIndirectCalls(m, fill)
+	newCode, why := callEnsureBeforeIndirectCalls(m, ensure)
 	if why != "" {
 		return code, why
 	}
-	bodies := fillBodies(entries[lo:hi], uint32(lo), fill+1)
+	bodies := append([][]byte{ensureBody(fill, uint32(lo), uint32(hi))}, fillBodies(entries[lo:hi], uint32(lo), fill+1)...)
 	var added, addedFuncs []byte
-	for _, body := range bodies {
+	for i, body := range bodies {
 		added = appendULEB(added, uint64(len(body)))
 		added = append(added, body...)
-		addedFuncs = appendULEB(addedFuncs, uint64(types))
+		addedFuncs = appendULEB(addedFuncs, uint64(types)+uint64(min(i, 1)))
 	}
 	codeCount, _ := m.countOf(sectionCode)
 	newCode = appendVecAppend(newCode, codeCount, added, len(bodies))
@@ -114,8 +120,8 @@ func lazyTable(code []byte) ([]byte, string) {
 	for _, s := range m.order {
 		switch s.id {
 		case sectionType:
-			// fill and its chunks: (i32) -> ()
-			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionType], types, []byte{0x60, 0x01, 0x7f, 0x00}))
+			// ensure: (i32) -> i32; fill and its chunks: (i32) -> ()
+			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionType], types, []byte{0x60, 0x01, 0x7f, 0x01, 0x7f, 0x60, 0x01, 0x7f, 0x00}, 2))
 		case sectionFunction:
 			b = appendSection(b, s.id, appendVecAppend(m.sections[sectionFunction], funcs, addedFuncs, len(bodies)))
 		case sectionElement:
@@ -175,11 +181,12 @@ func (m *parsedModule) onlyFuncTable() (uint32, string) {
 // the module's declarative segments, as they are encoded. A passive
 // segment, one whose offset is not a constant or that does not fit in the
 // table, or one whose elements are not ref.func or ref.null, is why not.
-func (m *parsedModule) tableEntries(size uint32) (entries []uint32, declarative [][]byte, why string) {
-	globals, err := m.globals()
-	if err != nil {
-		return nil, nil, err.Error()
-	}
+//
+// It reads only what wazero would accept with agentrt's features, since
+// the active segments it reads are gone from the module wazero compiles:
+// an offset of i32.const, an element kind of funcref, a ref.null of func,
+// and functions among the module's funcs.
+func (m *parsedModule) tableEntries(size, funcs uint32) (entries []uint32, declarative [][]byte, why string) {
 	// prepareModule refuses tables of more than MaxTableEntries (100,000
 	// by default); this bounds what lazyTable allocates for any module.
 	if size > maxLazyTableEntries {
@@ -208,26 +215,30 @@ func (m *parsedModule) tableEntries(size uint32) (entries []uint32, declarative 
 				return nil, nil, fmt.Sprintf("its element segment %d is for table %d", i, table)
 			}
 		}
-		exprStart := c.off
-		c.constExpr()
-		if c.err != nil {
-			break
+		if op := c.u8(); op != 0x41 {
+			return nil, nil, fmt.Sprintf("its element segment %d has an offset that is not an i32.const", i)
 		}
-		offset, ok := evalConstI32(c.b[exprStart:c.off-1], globals, 0)
-		if !ok {
-			return nil, nil, fmt.Sprintf("its element segment %d has an offset that is not a constant", i)
+		at := c.off
+		c.skipSigned(32) // refuses what wazero would: more than 32 bits
+		offset := uint32(int32(readSLEB(&cursor{b: c.b, off: at, end: c.off})))
+		if end := c.u8(); end != 0x0b && c.err == nil {
+			return nil, nil, fmt.Sprintf("its element segment %d has an offset that is not an i32.const", i)
 		}
 		if flags&2 == 2 {
-			c.u8() // element kind or reference type
+			// An element kind (flags 2), which must be 0x00, funcref; or a
+			// reference type (flags 6), which must be funcref.
+			if kind := c.u8(); kind != 0x00 && kind != 0x70 && c.err == nil {
+				return nil, nil, fmt.Sprintf("its element segment %d is not of funcref", i)
+			}
 		}
 		count := c.count("elements in element segment %d", uint64(i))
 		if c.err == nil && uint64(offset)+uint64(count) > uint64(size) {
 			return nil, nil, fmt.Sprintf("its element segment %d does not fit in its table", i)
 		}
 		for j := uint32(0); j < count && c.err == nil; j++ {
-			f, ok := elementFunc(c, flags)
+			f, ok := elementFunc(c, flags, funcs)
 			if !ok {
-				return nil, nil, fmt.Sprintf("its element segment %d has an element that is neither ref.func nor ref.null", i)
+				return nil, nil, fmt.Sprintf("its element segment %d has an element that is neither ref.func of one of its functions nor ref.null func", i)
 			}
 			entries[offset+j] = f
 		}
@@ -251,49 +262,34 @@ func skipElements(c *cursor, flags uint32) {
 }
 
 // elementFunc reads one element of a segment with the given flags: a
-// function index, or an expression ref.func or ref.null. It returns the
-// function's index plus one, or 0 for ref.null.
-func elementFunc(c *cursor, flags uint32) (uint32, bool) {
+// function index below funcs, or an expression ref.func of one or ref.null
+// func. It returns the function's index plus one, or 0 for ref.null.
+func elementFunc(c *cursor, flags, funcs uint32) (uint32, bool) {
 	if flags&4 == 0 {
-		return c.u32() + 1, c.err == nil
+		f := c.u32()
+		return f + 1, f < funcs && c.err == nil
 	}
 	switch op := c.u8(); op {
 	case 0xd2: // ref.func
 		f := c.u32()
-		return f + 1, c.u8() == 0x0b && c.err == nil
+		return f + 1, f < funcs && c.u8() == 0x0b && c.err == nil
 	case 0xd0: // ref.null
-		c.u8()
-		return 0, c.u8() == 0x0b && c.err == nil
+		return 0, c.u8() == 0x70 && c.u8() == 0x0b && c.err == nil
 	}
 	return 0, false
 }
 
-// fillBeforeIndirectCalls returns the contents of the module's code
-// section with, before every call_indirect and return_call_indirect,
-// instructions that call fill(i) when the entry i the instruction is to
-// call through is empty. They keep i in a local each such function is
-// given:
-//
-//	local.tee $i; table.get 0; ref.is_null
-//	if; local.get $i; call fill; end
-//	local.get $i
-//
-// An i outside the table traps in table.get as it would have in the
-// call. It returns why it could not: an instruction that reads or changes
-// the table another way, or one it does not know.
-func fillBeforeIndirectCalls(m *parsedModule, fill uint32) ([]byte, string) {
-	params, why := m.paramCounts()
-	if why != "" {
-		return nil, why
-	}
+// callEnsureBeforeIndirectCalls returns the contents of the module's code
+// section with a call of ensure before every call_indirect and
+// return_call_indirect, or why it could not: an instruction that reads
+// or changes the table another way, or one it does not know.
+func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, string) {
+	call := appendULEB([]byte{opCall}, uint64(ensure))
 	c := m.cursor(sectionCode)
 	n := c.u32()
-	if int(n) != len(params) {
-		return nil, "its function and code sections differ in length"
-	}
-	out := make([]byte, 0, len(m.sections[sectionCode])+len(m.sections[sectionCode])/8)
+	out := make([]byte, 0, len(m.sections[sectionCode])+len(m.sections[sectionCode])/16)
 	out = appendULEB(out, uint64(n))
-	var sites []int // where the indirect calls of the body start
+	var sites []int // where the indirect calls of the body read start
 	var body []byte
 	for i := uint32(0); i < n && c.err == nil; i++ {
 		size := c.u32()
@@ -302,15 +298,11 @@ func fillBeforeIndirectCalls(m *parsedModule, fill uint32) ([]byte, string) {
 		}
 		fc := cursor{b: c.b, off: c.off, end: c.off + int(size), what: "a function body"}
 		c.off = fc.end
-		start := fc.off
-		locals := uint64(params[i])
 		decls := fc.u32()
-		declsStart := fc.off
 		for j := uint32(0); j < decls && fc.err == nil; j++ {
-			locals += uint64(fc.u32())
+			fc.u32()
 			fc.u8()
 		}
-		declsEnd := fc.off
 		sites = sites[:0]
 		why := eachInstruction(&fc, func(in instruction) string {
 			switch {
@@ -328,29 +320,17 @@ func fillBeforeIndirectCalls(m *parsedModule, fill uint32) ([]byte, string) {
 		if why != "" {
 			return nil, fmt.Sprintf("its function %d %s", i, why)
 		}
+		start := fc.end - int(size)
 		if len(sites) == 0 {
 			out = appendULEB(out, uint64(size))
 			out = append(out, c.b[start:fc.end]...)
 			continue
 		}
-		if locals >= math.MaxUint32 {
-			return nil, fmt.Sprintf("its function %d has too many locals", i)
-		}
-		// The declarations, and one more: an i32, whose index is locals.
-		body = appendULEB(body[:0], uint64(decls)+1)
-		body = append(body, c.b[declsStart:declsEnd]...)
-		body = append(body, 0x01, 0x7f)
-		check := appendULEB([]byte{0x22}, locals) // local.tee
-		check = append(check, 0x25, 0x00, 0xd1, 0x04, 0x40, 0x20)
-		check = appendULEB(check, locals) // local.get
-		check = append(check, opCall)
-		check = appendULEB(check, uint64(fill))
-		check = append(check, 0x0b, 0x20)
-		check = appendULEB(check, locals)
-		last := declsEnd
+		body = body[:0]
+		last := start
 		for _, at := range sites {
 			body = append(body, c.b[last:at]...)
-			body = append(body, check...)
+			body = append(body, call...)
 			last = at
 		}
 		body = append(body, c.b[last:fc.end]...)
@@ -363,33 +343,20 @@ func fillBeforeIndirectCalls(m *parsedModule, fill uint32) ([]byte, string) {
 	return out, ""
 }
 
-// paramCounts returns how many parameters each function the module defines
-// takes, in order.
-func (m *parsedModule) paramCounts() ([]uint32, string) {
-	tc := m.cursor(sectionType)
-	var types []uint32
-	for i, n := uint32(0), tc.u32(); i < n && tc.err == nil; i++ {
-		if form := tc.u8(); form != 0x60 && tc.err == nil {
-			return nil, fmt.Sprintf("its type %d is not a function type", i)
-		}
-		params := tc.count("parameters", 0)
-		tc.skip(int(params)) // prepareModule refuses value types of more than a byte
-		types = append(types, params)
-		tc.skip(int(tc.count("results", 0)))
-	}
-	fc := m.cursor(sectionFunction)
-	var params []uint32
-	for i, n := uint32(0), fc.u32(); i < n && fc.err == nil; i++ {
-		t := fc.u32()
-		if int(t) >= len(types) {
-			return nil, fmt.Sprintf("its function %d has type %d, which it does not define", i, t)
-		}
-		params = append(params, types[t])
-	}
-	if tc.err != nil || fc.err != nil {
-		return nil, "its types could not be read"
-	}
-	return params, ""
+// ensureBody is the body of ensure(i) -> i: if entry i lies in [lo, hi)
+// and is empty, it calls fill(i).
+func ensureBody(fill, lo, hi uint32) []byte {
+	b := []byte{0x00}               // no locals
+	b = append(b, 0x20, 0x00, 0x41) // local.get 0; i32.const lo
+	b = appendSLEB(b, int64(int32(lo)))
+	b = append(b, 0x6b, 0x41) // i32.sub; i32.const hi-lo
+	b = appendSLEB(b, int64(int32(hi-lo)))
+	b = append(b,
+		0x49, 0x04, 0x40, // i32.lt_u; if
+		0x20, 0x00, 0x25, 0x00, 0xd1, // local.get 0; table.get 0; ref.is_null
+		0x04, 0x40, 0x20, 0x00, opCall) // if; local.get 0; call fill
+	b = appendULEB(b, uint64(fill))
+	return append(b, 0x0b, 0x0b, 0x20, 0x00, 0x0b) // end; end; local.get 0; end
 }
 
 // fillChunk is how many entries one of the functions fill calls fills.
@@ -407,16 +374,28 @@ const (
 // empty entry or one outside entries, and of the functions it calls, one
 // for each fillChunk entries, whose indexes start at first.
 func fillBodies(entries []uint32, lo, first uint32) [][]byte {
+	// chunks[c] is the index of chunk c's function plus one, or 0 for a
+	// chunk of empty entries only, which gets no function: a table whose
+	// few entries lie far apart makes few functions.
 	var chunks []uint32
+	next := first
 	for c := 0; c*fillChunk < len(entries); c++ {
-		chunks = append(chunks, first+uint32(c))
+		if slices.ContainsFunc(entries[c*fillChunk:min((c+1)*fillChunk, len(entries))], func(e uint32) bool { return e != 0 }) {
+			chunks = append(chunks, next+1)
+			next++
+		} else {
+			chunks = append(chunks, 0)
+		}
 	}
 	// fill: a br_table on (i-lo)/fillChunk that calls the chunk's function.
 	bodies := [][]byte{dispatch(chunks, lo, fillChunkBits, func(b []byte, _ int, f uint32) []byte {
 		b = append(b, 0x20, 0x00, opCall) // local.get 0; call
-		return appendULEB(b, uint64(f))
+		return appendULEB(b, uint64(f-1))
 	})}
-	for c := range chunks {
+	for c, f := range chunks {
+		if f == 0 {
+			continue
+		}
 		part := entries[c*fillChunk : min((c+1)*fillChunk, len(entries))]
 		base := lo + uint32(c*fillChunk)
 		bodies = append(bodies, dispatch(part, base, 0, func(b []byte, j int, e uint32) []byte {

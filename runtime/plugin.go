@@ -305,7 +305,7 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 			return fmt.Errorf("instantiate host module %s: %w", m.Name, err)
 		}
 	}
-	compiled, err := p.runtime.CompileModule(ctx, code)
+	compiled, err := compileModule(ctx, p.runtime, code)
 	if err != nil {
 		return fmt.Errorf("does not compile: %v", firstLine(err))
 	}
@@ -656,4 +656,18 @@ func signature(f api.FunctionDefinition) string {
 		return "(" + strings.Join(s, ", ") + ")"
 	}
 	return names(f.ParamTypes()) + " -> " + names(f.ResultTypes())
+}
+
+// compileModule is r.CompileModule, with a panic in it turned into an
+// error. wazero v1.12 panics on some modules its validator accepts: a
+// typed select of a typed reference (0x1c 0x01 0x63 N) is validated as
+// four bytes and compiled as three. The compile runs in this goroutine,
+// and the runtime is closed after a failed load.
+func compileModule(ctx context.Context, r wazero.Runtime, code []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			cm, err = nil, fmt.Errorf("wazero failed on it: %v", v)
+		}
+	}()
+	return r.CompileModule(ctx, code)
 }
