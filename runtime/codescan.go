@@ -32,16 +32,9 @@ func stateOutsideSnapshot(code []byte, funcs uint32) string {
 	c := m.cursor(sectionCode)
 	n := min(c.u32(), funcs)
 	for i := uint32(0); i < n && c.err == nil; i++ {
-		size := c.u32()
-		if c.err != nil || uint64(size) > uint64(c.left()) {
+		body, _, ok := c.functionBody()
+		if !ok {
 			break
-		}
-		body := cursor{b: c.b, off: c.off, end: c.off + int(size), what: "a function body"}
-		c.off = body.end
-		decls := body.u32()
-		for j := uint32(0); j < decls && body.err == nil; j++ {
-			body.u32()
-			body.u8()
 		}
 		if why := scanInstructions(&body); why != "" {
 			return fmt.Sprintf("function %d %s", uint64(imports)+uint64(i), why)

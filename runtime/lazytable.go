@@ -292,16 +292,9 @@ func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, stri
 	var sites []int // where the indirect calls of the body read start
 	var body []byte
 	for i := uint32(0); i < n && c.err == nil; i++ {
-		size := c.u32()
-		if c.err != nil || uint64(size) > uint64(c.left()) {
+		fc, start, ok := c.functionBody()
+		if !ok {
 			return nil, "its code could not be read"
-		}
-		fc := cursor{b: c.b, off: c.off, end: c.off + int(size), what: "a function body"}
-		c.off = fc.end
-		decls := fc.u32()
-		for j := uint32(0); j < decls && fc.err == nil; j++ {
-			fc.u32()
-			fc.u8()
 		}
 		sites = sites[:0]
 		why := eachInstruction(&fc, func(in instruction) string {
@@ -320,9 +313,8 @@ func callEnsureBeforeIndirectCalls(m *parsedModule, ensure uint32) ([]byte, stri
 		if why != "" {
 			return nil, fmt.Sprintf("its function %d %s", i, why)
 		}
-		start := fc.end - int(size)
 		if len(sites) == 0 {
-			out = appendULEB(out, uint64(size))
+			out = appendULEB(out, uint64(fc.end-start))
 			out = append(out, c.b[start:fc.end]...)
 			continue
 		}

@@ -144,15 +144,21 @@ func TestLazyTableLeavesAModuleAsItIsWhenItCouldTellTheDifference(t *testing.T) 
 		{"only null elements", `(table 2 funcref) (elem (i32.const 0) funcref (ref.null func))`, "no function"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code := watModule(t, "(module "+funcs+"\n"+tc.src+")")
-			out, why := lazyTable(code)
-			if !strings.Contains(why, tc.why) {
-				t.Errorf("lazyTable says %q; want it to say %q", why, tc.why)
-			}
-			if !bytes.Equal(out, code) {
-				t.Error("lazyTable changed a module it says it left as it is")
-			}
+			leftAsItIs(t, watModule(t, "(module "+funcs+"\n"+tc.src+")"), tc.why)
 		})
+	}
+}
+
+// leftAsItIs checks that lazyTable returns code unchanged, saying why
+// with want in it.
+func leftAsItIs(t *testing.T, code []byte, want string) {
+	t.Helper()
+	out, why := lazyTable(code)
+	if !strings.Contains(why, want) {
+		t.Errorf("lazyTable says %q; want it to say %q", why, want)
+	}
+	if !bytes.Equal(out, code) {
+		t.Error("lazyTable changed a module it says it left as it is")
 	}
 }
 
@@ -169,13 +175,7 @@ func TestLazyTableLeavesAModuleAsItIsWhenAnElementIsAGlobal(t *testing.T) {
 	// (wazero accepts global.get there only of an imported global, which
 	// prepareModule refuses; lazyTable does not count on either.)
 	code[i], code[i+1] = 0x23, 0x00
-	out, why := lazyTable(code)
-	if want := "neither ref.func"; !strings.Contains(why, want) {
-		t.Errorf("lazyTable says %q; want it to say %q", why, want)
-	}
-	if !bytes.Equal(out, code) {
-		t.Error("lazyTable changed a module it says it left as it is")
-	}
+	leftAsItIs(t, code, "neither ref.func")
 }
 
 // The segments lazyTable reads are gone from the module wazero compiles,
@@ -192,13 +192,7 @@ func TestLazyTableReadsOnlyFunctionsTheModuleHas(t *testing.T) {
 		t.Fatal("no element segment of $a $b in the module")
 	}
 	code[i+6] = 0x04 // $b becomes function 4: imports 0, functions 3, so fill's
-	out, why := lazyTable(code)
-	if want := "neither ref.func"; !strings.Contains(why, want) {
-		t.Errorf("lazyTable says %q; want it to say %q", why, want)
-	}
-	if !bytes.Equal(out, code) {
-		t.Error("lazyTable changed a module it says it left as it is")
-	}
+	leftAsItIs(t, code, "neither ref.func")
 }
 
 // A table as large as agentrt allows, all of it filled by one segment:

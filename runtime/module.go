@@ -766,6 +766,25 @@ func (c *cursor) constExpr() {
 	}
 }
 
+// functionBody reads the next function body of the code section c is in:
+// its size, then its local declarations. It returns a cursor on its
+// instructions and where the body starts, or false when the size does not
+// fit in what is left.
+func (c *cursor) functionBody() (body cursor, start int, ok bool) {
+	size := c.u32()
+	if c.err != nil || uint64(size) > uint64(c.left()) {
+		return cursor{}, 0, false
+	}
+	body = cursor{b: c.b, off: c.off, end: c.off + int(size), what: "a function body"}
+	start, c.off = c.off, body.end
+	decls := body.u32()
+	for j := uint32(0); j < decls && body.err == nil; j++ {
+		body.u32()
+		body.u8()
+	}
+	return body, start, true
+}
+
 func (c *cursor) skip(n int) {
 	if c.err == nil && n > c.left() {
 		c.failf("%s is truncated at byte %d", c.what, c.end)
