@@ -66,10 +66,16 @@ type Config struct {
 	MaxPluginBytes int64
 	// CallTimeout caps one handler call, instantiation included.
 	CallTimeout time.Duration
-	// NoCloseOnContextDone lets guest code run past its deadline. It exists
-	// only to measure what the deadline check costs; never set it when
-	// serving.
-	NoCloseOnContextDone bool
+	// NoDeadlineCheck leaves the plugin's code as it is (interruptible),
+	// which lets guest code run past its deadline and hold up the Go
+	// runtime's garbage collection. It exists only to measure what the
+	// check costs; never set it when serving.
+	NoDeadlineCheck bool
+	// WazeroDeadlineCheck stops guest code the way agentrt did before
+	// interruptible, with wazero's WithCloseOnContextDone, which a
+	// recursion without a loop escapes. It exists only to measure the
+	// two side by side; never set it when serving.
+	WazeroDeadlineCheck bool
 	// HostModules are the modules of host functions, besides WASI.
 	HostModules []HostModule
 	// Limiters bound the instances running at once: a call takes a slot
@@ -125,8 +131,10 @@ type Plugin struct {
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
 	exports  map[string]bool
-	// modCfg starts an instance by running the initialization.
+	// modCfg makes an instance that runs the initialization: the
+	// exports starts, called in order (newInstance).
 	modCfg wazero.ModuleConfig
+	starts []string
 
 	// inst is the module as instrumented (nil: compiled as it is), snap
 	// the snapshot instances start from (nil: none, for the reason in
@@ -206,11 +214,22 @@ func Compile(ctx context.Context, name string, code []byte, cfg Config) (*Plugin
 		inst.code, _ = lazyTable(inst.code)
 		code = inst.code
 	}
+	// Guest code stops when its call ends (interruptible), but in the
+	// measurements that ask otherwise.
+	if !cfg.AsBefore && !cfg.NoDeadlineCheck && !cfg.WazeroDeadlineCheck {
+		if code, err = interruptible(code); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", path, err)
+		}
+		if inst != nil {
+			inst.code = code
+		}
+	}
 
 	// wazero's memory limit stays at wasm32's 4 GiB: instanceMemory holds
 	// each instance to cfg.MemoryLimitPages, and sees the grows it refuses.
 	rc := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!cfg.NoCloseOnContextDone).
+		// As agentrt stopped guest code before interruptible.
+		WithCloseOnContextDone((cfg.AsBefore || cfg.WazeroDeadlineCheck) && !cfg.NoDeadlineCheck).
 		// The plugin's DWARF sections would be parsed by the host at
 		// compile time and again at every trap; agentrt reports a trap by
 		// its first line only.
@@ -316,13 +335,13 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 	if err := p.checkExports(); err != nil {
 		return err
 	}
-	starts := []string{abi.InitializeExport}
+	p.starts = []string{startExport, abi.InitializeExport}
 	if p.inst != nil {
-		starts = []string{instantiateExport, abi.InitializeExport}
+		p.starts = []string{instantiateExport, abi.InitializeExport}
 	}
 	p.modCfg = wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(starts...).
+		WithStartFunctions(). // newInstance calls p.starts
 		WithSysWalltime().
 		WithSysNanotime()
 	if !p.cfg.AsBefore {
@@ -349,20 +368,20 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 	// A first instance tells the ABI version.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	mod, _, err := p.instantiate(ctx) // what it prints goes nowhere
+	in, err := p.instantiate(ctx) // what it prints goes nowhere
 	if err != nil {
 		return fmt.Errorf("initialization failed: %s", protocol.ErrorMessage(err))
 	}
-	defer mod.Close(context.Background())
-	res, err := mod.ExportedFunction(abi.VersionExport).Call(ctx)
+	defer in.close()
+	res, err := in.it.call(ctx, ctx, in.ExportedFunction(abi.VersionExport))
 	if err != nil {
 		return fmt.Errorf("%s failed: %s", abi.VersionExport, protocol.ErrorMessage(p.failure(ctx, err)))
 	}
 	if v := int32(res[0]); v != abi.Version {
 		return fmt.Errorf("it is built for ABI version %d; this agentrt serves ABI version %d", v, abi.Version)
 	}
-	if fn := mod.ExportedFunction(abi.HandlersExport); fn != nil {
-		res, err := fn.Call(ctx)
+	if fn := in.ExportedFunction(abi.HandlersExport); fn != nil {
+		res, err := in.it.call(ctx, ctx, fn)
 		if err != nil {
 			return fmt.Errorf("%s failed: %s", abi.HandlersExport, protocol.ErrorMessage(p.failure(ctx, err)))
 		}
@@ -499,15 +518,15 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 	// What the plugin prints, from its initialization on, goes to inv's
 	// writers (see withStdio).
 	ctx = withStdio(ctx, inv.Stdout, inv.Stderr)
-	mod, mem, err := p.instantiate(ctx)
+	in, err := p.instantiate(ctx)
 	if err != nil {
 		return 0, err
 	}
-	defer mod.Close(context.Background())
+	defer in.close()
 	if p.snap != nil {
 		p.snap.replay(ctx)
 	}
-	fn := mod.ExportedFunction(name)
+	fn := in.ExportedFunction(name)
 	if fn == nil {
 		return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin does not export %s", name)
 	}
@@ -515,11 +534,11 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 	if inv.Host != nil {
 		callCtx = inv.Host(ctx)
 	}
-	res, err := fn.Call(callCtx)
+	res, err := in.it.call(ctx, callCtx, fn)
 	if err != nil {
 		// A plugin out of memory traps soon after a refused memory.grow,
 		// in words of its own language's runtime (failure.go).
-		return 0, nameCause(p.failure(ctx, err), err, mem)
+		return 0, nameCause(p.failure(ctx, err), err, in.mem)
 	}
 	return int32(res[0]), nil
 }
@@ -530,19 +549,64 @@ func shuttingDown() *protocol.Error {
 
 // instantiate makes a fresh instance: from the snapshot, or running its
 // initialization. Its sleeps (WASI's poll_oneoff, see instantiateWASI) are
-// real, and end when ctx does.
-func (p *Plugin) instantiate(ctx context.Context) (api.Module, *instanceMemory, error) {
+// real, and end when ctx does; so does its code (arm).
+func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536, pool: p.pool}
 	if p.snap != nil {
-		mod, err := p.instantiateSnapshot(ctx, mem)
-		return mod, mem, err
+		return p.instantiateSnapshot(ctx, mem)
 	}
-	ctx = experimental.WithMemoryAllocator(ctx, mem)
-	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, p.modCfg)
+	in, err := p.newInstance(ctx, p.modCfg, mem, true)
 	if err != nil {
-		return nil, nil, p.failure(ctx, err)
+		return nil, p.failure(ctx, err)
 	}
-	return mod, mem, nil
+	return in, nil
+}
+
+// An instance is an instance of the plugin's module, in its memory, armed
+// to stop when the context it was made for ends.
+type instance struct {
+	api.Module
+	mem *instanceMemory
+	it  *interrupter
+}
+
+func (in *instance) close() {
+	in.it.disarm()
+	in.Close(context.Background())
+}
+
+// newInstance instantiates the plugin's module with cfg in mem and arms
+// it with ctx; with initialize, it then runs the plugin's initialization
+// (p.starts, those the module exports, in order) as wazero runs start
+// functions, with its errors in wazero's words. An error is wazero's or
+// the guest's, for the caller to explain (failure).
+func (p *Plugin) newInstance(ctx context.Context, cfg wazero.ModuleConfig, mem *instanceMemory, initialize bool) (*instance, error) {
+	mod, err := p.runtime.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), p.compiled, cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{Module: mod, mem: mem, it: arm(ctx, mod)}
+	if !initialize {
+		return in, nil
+	}
+	for _, name := range p.starts {
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		if _, err := in.it.call(ctx, ctx, fn); err != nil {
+			in.close()
+			var exit *sys.ExitError
+			if errors.As(err, &exit) {
+				if exit.ExitCode() == 0 {
+					return in, nil // closed, as wazero leaves it
+				}
+				return nil, err
+			}
+			return nil, fmt.Errorf("module[] function[%s] failed: %w", name, err)
+		}
+	}
+	return in, nil
 }
 
 // byteSize is n bytes as a person reads it: whole MiB or KiB where n is

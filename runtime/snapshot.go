@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 )
 
 // snapshot is the state a plugin's initialization leaves (its memory and
@@ -244,17 +243,16 @@ func (p *Plugin) construct(ctx context.Context, clock virtualClock, replay [][]b
 		}
 	}
 	mem := &instanceMemory{limit: uint64(p.cfg.MemoryLimitPages) * 65536} // its own, unpooled
-	ctx = experimental.WithMemoryAllocator(ctx, mem)
 	cfg := p.modCfg.WithNanotime(c.clock.nanotime, 1000).WithWalltime(c.clock.walltime, 1000)
-	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, cfg)
+	in, err := p.newInstance(ctx, cfg, mem, true)
 	if err != nil {
 		return nil, nameCause(p.failure(ctx, err), err, mem) // failure.go
 	}
-	c.close = func() { mod.Close(context.Background()) }
-	m := mod.Memory()
+	c.close = in.close
+	m := in.Memory()
 	c.memory, _ = m.Read(0, m.Size())
 	for _, g := range p.inst.globals {
-		c.globals = append(c.globals, mod.ExportedGlobal(g.name).Get())
+		c.globals = append(c.globals, in.ExportedGlobal(g.name).Get())
 	}
 	return c, nil
 }
@@ -389,36 +387,35 @@ func (p *Plugin) takeSnapshot(ctx context.Context) (*snapshot, string, error) {
 // a memory.grow and a global set per mutable global (Go's plugins have 8),
 // and for each generator a few hundred bytes from crypto/rand and ChaCha8,
 // written into the page that holds it (copied then).
-func (p *Plugin) instantiateSnapshot(ctx context.Context, mem *instanceMemory) (api.Module, error) {
-	ctx = experimental.WithMemoryAllocator(ctx, mem)
-	mod, err := p.runtime.InstantiateModule(ctx, p.compiled, p.snapCfg)
+func (p *Plugin) instantiateSnapshot(ctx context.Context, mem *instanceMemory) (*instance, error) {
+	in, err := p.newInstance(ctx, p.snapCfg, mem, false)
 	if err != nil {
 		return nil, p.failure(ctx, err)
 	}
-	if err := p.restore(ctx, mod); err != nil {
-		mod.Close(context.Background())
+	if err := p.restore(ctx, in); err != nil {
+		in.close()
 		return nil, err
 	}
-	return mod, nil
+	return in, nil
 }
 
-func (p *Plugin) restore(ctx context.Context, mod api.Module) error {
+func (p *Plugin) restore(ctx context.Context, in *instance) error {
 	s := p.snap
-	m := mod.Memory()
+	m := in.Memory()
 	if have := m.Size() / 65536; have < s.pages {
 		if _, ok := m.Grow(s.pages - have); !ok {
 			return protocol.Errorf(protocol.EUNAVAILABLE, "no memory for an instance of the plugin (%s)", byteSize(uint64(s.pages)*65536))
 		}
 	}
 	for i, g := range p.inst.globals {
-		mg, ok := mod.ExportedGlobal(g.name).(api.MutableGlobal)
+		mg, ok := in.ExportedGlobal(g.name).(api.MutableGlobal)
 		if !ok {
 			return protocol.Errorf(protocol.EPLUGIN, "the plugin's global %d is not mutable", g.index)
 		}
 		mg.Set(s.globals[i])
 	}
 	if p.inst.drop {
-		if _, err := mod.ExportedFunction(dropExport).Call(ctx); err != nil {
+		if _, err := in.it.call(ctx, ctx, in.ExportedFunction(dropExport)); err != nil {
 			return p.failure(ctx, err)
 		}
 	}

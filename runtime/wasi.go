@@ -151,8 +151,8 @@ const maxSubscriptions = 4096
 //   - for a subscription wazero refuses, what wazero returns: EINVAL for an
 //     unknown event type or unknown clock flags, ENOTSUP for an absolute
 //     clock timeout;
-//   - EINTR if the call's context ends during the sleep (with
-//     WithCloseOnContextDone, wazero then closes the module).
+//   - EINTR if the call's context ends during the sleep (the call then
+//     fails as stopped, whatever the plugin does next: interrupter).
 //
 // Otherwise it returns 0 with the events written:
 //   - If any subscription is ready, at once and with only those: fd_read on

@@ -1,11 +1,12 @@
 // Command loops counts the loop turns a plugin's step handler takes in one
 // call, and which functions take them.
 //
-// In agentrt's sandbox every turn of a loop costs a check that the call's
-// deadline has not passed (wazero's WithCloseOnContextDone), about 25 ns
-// on this machine: an exit from the guest's code to Go and back. A
-// handler's loops, its JSON decoding's above all, are therefore a cost
-// of their own, which a profile of the host does not show by function.
+// In agentrt's sandbox every turn of a loop is charged to the budget that
+// lets the call's time limit stop it (runtime/interrupt.go), about 2 ns on
+// this machine; wazero's own check, which agentrt used before, left the
+// guest's code for Go and came back at every turn, about 25 ns. A
+// handler's loops, its JSON decoding's above all, are a cost of their
+// own, which a profile of the host does not show by function.
 //
 //	make plugins
 //	go run ./bench/loops build/plugins/echo-rust.wasm build/plugins/echo-tinygo.wasm

@@ -1,7 +1,8 @@
 // Package sandbox benchmarks what the sandbox costs a handler call: a fresh
 // instance per call, how it starts (from a snapshot, or running the
-// plugin's initialization), and the deadline check (wazero's
-// WithCloseOnContextDone) that lets a timeout stop guest code.
+// plugin's initialization), and the deadline check that lets a timeout
+// stop guest code: agentrt's (runtime/interrupt.go), wazero's
+// WithCloseOnContextDone (which agentrt used before it), or none.
 //
 //	make plugins && go test ./bench/sandbox -bench . -benchtime 2s
 //
@@ -42,12 +43,22 @@ func watPath(b *testing.B, name string) string {
 	return out
 }
 
-func load(b *testing.B, path string, closeOnDone bool, opts ...func(*runtime.Config)) *runtime.Plugin {
+// The deadline checks a plugin may be loaded with (see the package
+// comment).
+var checks = []struct {
+	name string
+	set  func(*runtime.Config)
+}{
+	{"agentrt", func(*runtime.Config) {}},
+	{"wazero", func(c *runtime.Config) { c.WazeroDeadlineCheck = true }},
+	{"none", func(c *runtime.Config) { c.NoDeadlineCheck = true }},
+}
+
+func load(b *testing.B, path string, opts ...func(*runtime.Config)) *runtime.Plugin {
 	cfg := runtime.Config{
-		CacheDir:             filepath.Join(os.TempDir(), "agentrt-bench-cache"),
-		CallTimeout:          time.Minute,
-		NoCloseOnContextDone: !closeOnDone,
-		HostModules:          []runtime.HostModule{echostep.HostModule()},
+		CacheDir:    filepath.Join(os.TempDir(), "agentrt-bench-cache"),
+		CallTimeout: time.Minute,
+		HostModules: []runtime.HostModule{echostep.HostModule()},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -67,12 +78,12 @@ func call(b *testing.B, p *runtime.Plugin) {
 }
 
 // BenchmarkEchoStep is one echo step handler call (instantiate, initialize,
-// run, close) per iteration, with and without the deadline check.
+// run, close) per iteration, with each deadline check.
 func BenchmarkEchoStep(b *testing.B) {
 	for _, lang := range []string{"go", "tinygo", "rust"} {
-		for _, closeOnDone := range []bool{true, false} {
-			b.Run(fmt.Sprintf("%s/closeOnDone=%v", lang, closeOnDone), func(b *testing.B) {
-				p := load(b, pluginPath(b, "echo-"+lang), closeOnDone)
+		for _, check := range checks {
+			b.Run(fmt.Sprintf("%s/check=%s", lang, check.name), func(b *testing.B) {
+				p := load(b, pluginPath(b, "echo-"+lang), check.set)
 				call(b, p)
 				b.ResetTimer()
 				for range b.N {
@@ -84,11 +95,11 @@ func BenchmarkEchoStep(b *testing.B) {
 }
 
 // BenchmarkSpinStep is a step handler spinning a tight loop of 10 million
-// iterations: the deadline check's cost on guest code itself.
+// iterations: each deadline check's cost on guest code itself.
 func BenchmarkSpinStep(b *testing.B) {
-	for _, closeOnDone := range []bool{true, false} {
-		b.Run(fmt.Sprintf("closeOnDone=%v", closeOnDone), func(b *testing.B) {
-			p := load(b, watPath(b, "spin"), closeOnDone)
+	for _, check := range checks {
+		b.Run("check="+check.name, func(b *testing.B) {
+			p := load(b, watPath(b, "spin"), check.set)
 			call(b, p)
 			b.ResetTimer()
 			for range b.N {
@@ -115,7 +126,7 @@ func BenchmarkInstanceStart(b *testing.B) {
 	for _, lang := range []string{"go", "tinygo", "rust"} {
 		for _, path := range paths {
 			b.Run(lang+"/"+path.name, func(b *testing.B) {
-				p := load(b, pluginPath(b, "echo-"+lang), true, path.cfg)
+				p := load(b, pluginPath(b, "echo-"+lang), path.cfg)
 				if s := p.Start(); s.Snapshot != (path.name == "snapshot") {
 					b.Fatalf("instances start by %s", s)
 				}

@@ -204,6 +204,7 @@ func TestHostileWasmPlugin(t *testing.T) {
 			altStatus: 504, altCause: "ran past its time limit of 5s"},
 		{input: "!g", status: 502, cause: "unreachable (it ran out of memory: it asked for 64.1 MiB, over its limit of 64 MiB)"},
 		{input: "!l", status: 504, cause: "ran past its time limit of 5s"},
+		{input: "!t", status: 504, cause: "ran past its time limit of 5s"},
 		{input: "!o", status: 502, cause: "out of bounds memory access"},
 		{input: "!d", status: 502, cause: "integer divide by zero"},
 		{input: "!x", status: 502, cause: "exited with code 7"},

@@ -7,6 +7,7 @@
 ;;   !l loop forever          !o store far out of bounds
 ;;   !d divide by zero        !x proc_exit(7)
 ;;   !m loop forever writing memory
+;;   !t call a function that calls itself twice, 60 deep: no loop, 2^60 calls
 ;;
 ;; Built by the tests with wat2wasm.
 (module
@@ -35,6 +36,12 @@
 
   (func $recurse (param $n i32) (result i32)
     (i32.add (call $recurse (i32.add (local.get $n) (i32.const 1))) (i32.const 1)))
+
+  (func $tree (param $n i32) (result i32)
+    (if (result i32) (i32.eqz (local.get $n))
+      (then (i32.const 1))
+      (else (i32.add (call $tree (i32.sub (local.get $n) (i32.const 1)))
+                     (call $tree (i32.sub (local.get $n) (i32.const 1)))))))
 
   (func (export "agentrt_on_step") (result i32)
     (local $m i32) (local $p i32)
@@ -65,6 +72,8 @@
         (memory.fill (i32.const 4096) (local.get $p) (i32.const 60000))
         (local.set $p (i32.add (local.get $p) (i32.const 1)))
         (br $scribble))))
+    (if (i32.eq (local.get $m) (i32.const 116))                                   ;; t
+      (then (return (call $tree (i32.const 60)))))
     (if (i32.eq (local.get $m) (i32.const 111))                                   ;; o
       (then (i32.store (i32.const 0x7ffffff0) (i32.const 1))))
     (if (i32.eq (local.get $m) (i32.const 100))                                   ;; d
