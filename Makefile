@@ -56,7 +56,7 @@ FUZZ_TARGETS   := .:./protocol/httpapi:FuzzDecodeRequestBody:2000 .:./protocol:F
                   .:./protocol/wire:FuzzResultDecoding:60000 .:./protocol:FuzzStepResult:20000 \
                   .:./protocol:FuzzLogRecordSize:80000 plugins:./abi:FuzzDecodeInput:8000 \
                   .:./runtime:FuzzPrepareModule:40000 .:./runtime:FuzzDecodeSnapshot:50000 \
-                  .:./runtime:FuzzLazyTable:20000 \
+                  .:./runtime:FuzzLazyTable:20000 .:./runtime:FuzzInterruptible:20000 \
                   plugins/manifest:.:FuzzParse:15000
 FUZZTIME       ?= 2m
 
