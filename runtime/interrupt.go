@@ -19,7 +19,7 @@ import (
 // the call included, wait for good.
 //
 // wazero's own way, WithCloseOnContextDone, leaves the guest's code for Go
-// at the head of every loop, on every turn (about 25 ns), and starts a
+// at the head of every loop, on every turn (about 34 ns), and starts a
 // goroutine for every call into an instance. It checks nothing when a
 // function is entered: a function that calls itself twice, 60 deep, has
 // no loop, ran past any time limit, and stopped the process at the next
@@ -43,7 +43,9 @@ import (
 // budgetBytes of code it runs (one function's body at most more), 40 to
 // 100 µs of the longest-running code here; a trap on the flag is reported
 // as the timeout or cancellation it stands for. A charge costs a load, a
-// store and a branch, about 2 ns.
+// store and a branch, about 1 ns (bench/sandbox: a 10-million-turn loop
+// took 18 to 20 ms with it, 11 to 12 ms without, 344 to 357 ms with
+// wazero's check).
 //
 // The globals and the function come after the module's own, where its
 // code cannot name them: a module that names a global, function or type
