@@ -413,21 +413,11 @@ func (m *parsedModule) countOf(id byte) (uint32, error) {
 }
 
 func (m *parsedModule) countFuncImports() (uint32, error) {
-	if m.sections[sectionImport] == nil {
-		return 0, nil
+	n, err := m.countImports()
+	if err == nil && n.funcs != n.all {
+		return 0, &errNotInstrumented{"it imports something other than a function"}
 	}
-	c := m.cursor(sectionImport)
-	var funcs uint32
-	for i, n := uint32(0), c.u32(); i < n && c.err == nil; i++ {
-		c.name("an import's module name")
-		c.name("an import name")
-		if kind := c.u8(); kind != 0 && c.err == nil {
-			return 0, &errNotInstrumented{"it imports something other than a function"}
-		}
-		c.u32()
-		funcs++
-	}
-	return funcs, c.err
+	return n.funcs, err
 }
 
 type parsedGlobal struct {

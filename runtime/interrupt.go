@@ -322,8 +322,8 @@ func (m *parsedModule) checkExports(have moduleCounts) (uint32, error) {
 }
 
 // importCounts are how many functions, globals and memories a module
-// imports.
-type importCounts struct{ funcs, globals, memories uint32 }
+// imports, and how many imports it has in all.
+type importCounts struct{ funcs, globals, memories, all uint32 }
 
 func (m *parsedModule) countImports() (importCounts, error) {
 	var n importCounts
@@ -332,6 +332,7 @@ func (m *parsedModule) countImports() (importCounts, error) {
 	}
 	c := m.cursor(sectionImport)
 	for i, count := uint32(0), c.u32(); i < count && c.err == nil; i++ {
+		n.all++
 		c.name("an import's module name")
 		c.name("an import name")
 		switch kind := c.u8(); kind {
