@@ -196,6 +196,14 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// held is the memory the buffer holds: the test's record of the log,
+// not the server's.
+func (b *syncBuffer) held() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return uint64(b.buf.Cap())
+}
+
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
