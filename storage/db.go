@@ -86,7 +86,20 @@ func (s *Store) reader(ctx context.Context) db {
 }
 
 // readTx runs fn in a read transaction: its queries see one snapshot.
+//
+// A transaction holds a connection of the read pool while a statement
+// its queries use for the first time is prepared on the pool, on another:
+// read transactions take at most all the pool's connections but one
+// (readTxs), so that the preparing always finds one. Had every
+// connection been held, each by a transaction waiting to prepare, none
+// would have been given back.
 func (s *Store) readTx(ctx context.Context, fn func(db) error) error {
+	select {
+	case s.readTxs <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.readTxs }()
 	tx, err := s.read.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -448,6 +461,9 @@ type writerState struct {
 	// writerStarted: Open may fail before the writer goroutine starts.
 	writerStarted bool
 	stmts         sync.Map // query → *sql.Stmt on the read pool
+	// readTxs counts the read transactions open (readTx): one fewer
+	// than the read pool's connections.
+	readTxs chan struct{}
 	// cache holds tasks as GetTask read them; the writer keeps it true.
 	cache *taskCache
 }

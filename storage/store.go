@@ -165,6 +165,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
 	n := 2 * runtime.GOMAXPROCS(0)
+	s.readTxs = make(chan struct{}, n-1)
 	s.read.SetMaxOpenConns(n)
 	s.read.SetMaxIdleConns(n)
 	s.read.SetConnMaxLifetime(0)

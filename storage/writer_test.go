@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -312,6 +313,38 @@ func TestAnUnsyncedWriteCommitsWithoutASyncAndTheWritesAfterItWithOne(t *testing
 		r := <-results
 		if r.level != want[r.unsynced] {
 			t.Errorf("queued with a synced write, a write (unsynced %v) ran under synchronous=%d, want %d", r.unsynced, r.level, want[r.unsynced])
+		}
+	}
+}
+
+// Read transactions, as many as may be open at once, that then each
+// prepare a statement the pool has not seen all finish: had they held
+// every connection of the read pool, each would wait for another to
+// prepare on, and none would be given back.
+func TestReadTransactionsLeaveAConnectionToPrepareOn(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const txs = 40
+	inside, release := make(chan struct{}, txs), make(chan struct{})
+	errs := make(chan error, txs)
+	for i := range txs {
+		go func() {
+			errs <- s.readTx(ctx, func(r db) error {
+				inside <- struct{}{}
+				<-release
+				var v int
+				return r.scanOne(fmt.Sprintf("SELECT %d", i), nil, &v)
+			})
+		}()
+	}
+	for range cap(s.readTxs) { // every transaction that may be open is
+		<-inside
+	}
+	close(release)
+	for range txs {
+		if err := <-errs; err != nil {
+			t.Fatalf("a read transaction preparing a statement: %v", err)
 		}
 	}
 }
