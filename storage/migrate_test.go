@@ -312,3 +312,43 @@ func TestAMigrationThatBreaksAReferenceIsRefusedAndLeavesNothing(t *testing.T) {
 		t.Errorf("the refused migration left schema version %d and %d steps", version, steps)
 	}
 }
+
+// A task migrated with its steps' time on its own row (migration 0010)
+// counts the steps saved after it on top: read from the cache, and read
+// again from the database by a store that has cached nothing.
+func TestMigratedTasksAddNewStepsToTheirCountAndTime(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := schema2Rows(t, old)
+	old.Close()
+
+	check := func(s *Store, how string, wantSteps int, wantTime time.Duration) {
+		t.Helper()
+		task, err := s.GetTask(ctx, ids[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.StepCount != wantSteps || task.PluginTime != wantTime {
+			t.Errorf("%s: %d steps and %v of plugin time, want %d and %v", how, task.StepCount, task.PluginTime, wantSteps, wantTime)
+		}
+	}
+	s, err := Open(ctx, dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s, "migrated", 2, 21*time.Millisecond)
+	for _, used := range []time.Duration{3 * time.Millisecond, 400 * time.Microsecond} {
+		st := protocol.Step{TaskID: ids[3], StepID: uuid.NewString(), Status: protocol.StatusCompleted,
+			AdditionalInput: []byte("{}"), CreatedAt: time.Now(), PluginTime: used}
+		if err := s.SaveStep(ctx, &st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(s, "two steps later, cached", 4, 24400*time.Microsecond)
+	s.Close()
+	check(mustOpen(t, dir), "two steps later, read again", 4, 24400*time.Microsecond)
+}
