@@ -32,9 +32,7 @@ type TaskStore interface {
 	// ENOTFOUND when there is no such task.
 	GetTask(ctx context.Context, taskID string) (*Task, error)
 	// ListTasks returns a page of tasks in creation order, and how many
-	// tasks there are. What a listed task has used (its step count and
-	// plugin time) is left 0: a page's cost does not grow with its
-	// tasks' steps.
+	// tasks there are.
 	ListTasks(ctx context.Context, p Page) ([]Task, int, error)
 	// TaskLogs returns the task's log: what its task handler and artifact
 	// handlers logged. ENOTFOUND when there is no such task.

@@ -87,7 +87,7 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 		if err := taskExists(w, taskID, s.agent); err != nil {
 			return err
 		}
-		if err := addTaskTime(w, taskID, pluginTime); err != nil {
+		if err := addTaskUsage(w, taskID, pluginTime, 0); err != nil {
 			return err
 		}
 		if err := appendTaskLog(w, taskID, records, log.Bytes); err != nil {

@@ -313,9 +313,9 @@ func TestAMigrationThatBreaksAReferenceIsRefusedAndLeavesNothing(t *testing.T) {
 	}
 }
 
-// A task migrated with its steps' time on its own row (migration 0010)
-// counts the steps saved after it on top: read from the cache, and read
-// again from the database by a store that has cached nothing.
+// A migrated task counts the steps saved after the migration on top of
+// its own: read from the cache, and read again from the database by a
+// store that has cached nothing.
 func TestMigratedTasksAddNewStepsToTheirCountAndTime(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()

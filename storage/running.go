@@ -11,7 +11,7 @@ import (
 )
 
 // StartStep marks a step running before its handler runs: a planned step
-// is updated, a new one inserted (and so counted in its task's steps). The
+// is updated, a new one inserted (and counted in its task's steps). The
 // write is unsynced (inTxUnsynced): it needs to survive the process, not
 // the machine, and the SaveStep that ends the step syncs it with its own.
 // protocol.ENOTFOUND when the task is gone.
@@ -40,7 +40,10 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 		if err := taskExists(w, st.TaskID, s.agent); err != nil {
 			return err
 		}
-		return insertStep(w, st, nil, 0)
+		if err := insertStep(w, st, nil); err != nil {
+			return err
+		}
+		return addTaskUsage(w, st.TaskID, 0, 1)
 	})
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
@@ -56,8 +59,14 @@ func (s *Store) AbandonStep(ctx context.Context, st *protocol.Step) error {
 				WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
 			return err
 		}
-		_, err := w.exec(`DELETE FROM steps WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
-		return err
+		res, err := w.exec(`DELETE FROM steps WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return addTaskUsage(w, st.TaskID, 0, -1)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon step: %w", err)

@@ -13,12 +13,11 @@ import (
 const stepColumns = `s.id, s.task_id, s.name, s.status, s.input, s.additional_input,
 	s.output, s.additional_output, s.is_last, s.planned, s.created_at, s.agent, s.build`
 
-// SaveStep records an executed step, with its plugin time and the
-// artifacts it created (their bytes staged with StageArtifact), in one
-// transaction. It completes the step's row where there is one (a planned
-// step's, or the one StartStep wrote), and inserts it where there is none;
-// a planned step must have its row. Its task's row is not written: a
-// task's step count and plugin time are read from its steps (queryTask).
+// SaveStep records an executed step, with the artifacts it created
+// (their bytes staged with StageArtifact), and adds its plugin time to its
+// task's, in one transaction. It completes the step's row where there is
+// one (a planned step's, or the one StartStep wrote), and inserts it
+// where there is none; a planned step must have its row.
 func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []protocol.Artifact) error {
 	logs, err := encodeLogs(st.Logs) // here, not in the writer goroutine
 	if err != nil {
@@ -43,11 +42,11 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if !insert {
 			res, err := w.exec(`
 				UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
-					additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?, plugin_ns = ?
+					additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
 				WHERE id = ? AND task_id = ?`,
 				st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 				nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
-				buildAgent(st.Build), buildID(st.Build), pluginNS(st.PluginTime), st.StepID, st.TaskID)
+				buildAgent(st.Build), buildID(st.Build), st.StepID, st.TaskID)
 			if err != nil {
 				return err
 			}
@@ -61,10 +60,13 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 			insert = n == 0
 		}
 		if insert {
-			if err := insertStep(w, st, logs, st.PluginTime); err != nil {
+			if err := insertStep(w, st, logs); err != nil {
 				return err
 			}
 			added = 1
+		}
+		if err := addTaskUsage(w, st.TaskID, st.PluginTime, added); err != nil {
+			return err
 		}
 		return insertArtifacts(w, artifacts)
 	})
@@ -75,21 +77,18 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	return nil
 }
 
-// insertStep inserts a step whose logs are already encoded (encodeLogs),
-// with the plugin time its handler used (0 for one yet to run).
-func insertStep(w db, st *protocol.Step, logs any, used time.Duration) error {
+// insertStep inserts a step whose logs are already encoded (encodeLogs).
+// Its task's step count is the caller's to keep (addTaskUsage).
+func insertStep(w db, st *protocol.Step, logs any) error {
 	_, err := w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
-			additional_output, is_last, planned, logs, created_at, updated_at, agent, build, plugin_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			additional_output, is_last, planned, logs, created_at, updated_at, agent, build)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()),
-		buildAgent(st.Build), buildID(st.Build), pluginNS(used))
+		buildAgent(st.Build), buildID(st.Build))
 	return err
 }
-
-// pluginNS is a handler call's time as stored: nanoseconds, none below 0.
-func pluginNS(d time.Duration) int64 { return int64(max(d, 0)) }
 
 // NextPlannedStep returns the task's oldest step still in status "created",
 // or nil when there is none.
@@ -173,14 +172,14 @@ func (s *Store) StepLogs(ctx context.Context, taskID, stepID string) ([]protocol
 		stepID, taskID, s.agent)
 }
 
-// addTaskTime adds the time of a task's handler call that is not a step's
-// (an artifact handler's) to the task's, to the nanosecond: a call of
-// 0.3 ms counts 0.3 ms.
-func addTaskTime(w db, taskID string, d time.Duration) error {
-	if d <= 0 {
+// addTaskUsage adds to the time a task's handler calls have used, to the
+// nanosecond (a call of 0.3 ms counts 0.3 ms), and to its step count.
+func addTaskUsage(w db, taskID string, d time.Duration, steps int) error {
+	if d <= 0 && steps == 0 {
 		return nil
 	}
-	_, err := w.exec(`UPDATE tasks SET plugin_ns = plugin_ns + ? WHERE id = ?`, pluginNS(d), taskID)
+	_, err := w.exec(`UPDATE tasks SET plugin_ns = plugin_ns + ?, step_count = step_count + ? WHERE id = ?`,
+		int64(max(d, 0)), steps, taskID)
 	return err
 }
 

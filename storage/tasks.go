@@ -27,9 +27,9 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	}
 	err = s.inTx(ctx, changesTask(t.TaskID), 2+len(planned)+len(artifacts), func(w db) error {
 		_, err := w.exec(
-			`INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, position, title, description, version)
-			 VALUES (`+nextTaskSeq+`, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`,
-			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), pluginNS(t.PluginTime), logBytes, s.agent,
+			`INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
+			 VALUES (`+nextTaskSeq+`, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`,
+			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent,
 			t.Title, t.Description, t.Version)
 		if err != nil {
 			return err
@@ -40,7 +40,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 			}
 		}
 		for i := range planned {
-			if err := insertStep(w, &planned[i], nil, 0); err != nil {
+			if err := insertStep(w, &planned[i], nil); err != nil {
 				return err
 			}
 		}
@@ -73,53 +73,24 @@ func (s *Store) GetTask(ctx context.Context, taskID string) (*protocol.Task, err
 	return t, nil
 }
 
-// queryTask reads a task with its artifacts from the database, and what
-// it has used (taskUsage), in one read transaction.
+// queryTask reads a task with its artifacts from the database.
 func (s *Store) queryTask(ctx context.Context, taskID string) (*protocol.Task, error) {
-	var task *protocol.Task
-	err := s.readTx(ctx, func(r db) error {
-		rows, err := r.query(`
-			SELECT `+taskColumns+`, `+artifactColumns("a")+`
-			FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
-			WHERE t.id = ? AND t.agent = ?
-			ORDER BY a.seq`, taskID, s.agent)
-		if err != nil {
-			return err
-		}
-		tasks, err := scanTasks(rows)
-		if err != nil {
-			return err
-		}
-		if len(tasks) == 0 {
-			return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
-		}
-		task = &tasks[0]
-		return taskUsage(r, task)
-	})
+	rows, err := s.reader(ctx).query(`
+		SELECT `+taskColumns+`, `+artifactColumns("a")+`
+		FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.id
+		WHERE t.id = ? AND t.agent = ?
+		ORDER BY a.seq`, taskID, s.agent)
 	if err != nil {
 		return nil, fmt.Errorf("get task: %w", err)
 	}
-	return task, nil
-}
-
-// taskUsage sets a task's step count and plugin time: its steps, and the
-// time of its handler calls, its steps' (on their rows, read from the
-// index steps_by_task alone) and the others' (on the task's row). A step
-// saved is so counted without a write to its task's row (migration 0010);
-// what this reads is at most the task's step limit of index entries, once
-// for as long as the task stays cached.
-func taskUsage(r db, t *protocol.Task) error {
-	var steps, stepsNS, otherNS int64
-	err := r.scanOne(`
-		SELECT (SELECT COUNT(*) FROM steps WHERE task_id = t.id),
-			(SELECT coalesce(SUM(plugin_ns), 0) FROM steps WHERE task_id = t.id),
-			t.plugin_ns
-		FROM tasks t WHERE t.id = ?`, []any{t.TaskID}, &steps, &stepsNS, &otherNS)
+	tasks, err := scanTasks(rows)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("get task: %w", err)
 	}
-	t.StepCount, t.PluginTime = int(steps), time.Duration(stepsNS+otherNS)
-	return nil
+	if len(tasks) == 0 {
+		return nil, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
+	}
+	return &tasks[0], nil
 }
 
 // ListTasks returns a page of the agent's tasks in creation order, with
@@ -250,9 +221,8 @@ func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
 }
 
 // taskColumns are a task's columns, from the table aliased t, as
-// scanTasks reads them: not what it has used, which only queryTask reads
-// (taskUsage).
-const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.log_bytes,
+// scanTasks reads them.
+const taskColumns = `t.id, t.input, t.additional_input, t.created_at, t.plugin_ns, t.log_bytes, t.step_count,
 	t.title, t.description, t.version, EXISTS (SELECT 1 FROM steps WHERE task_id = t.id AND status = 'created')`
 
 // TaskLogs returns the task's log: what its task handler and artifact
@@ -312,10 +282,11 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 			input                   sql.NullString
 			addl                    string
 			created                 int64
+			used                    int64
 			title, description, ver sql.NullString
 			a                       artifactRow
 		)
-		dest := []any{&t.TaskID, &input, &addl, &created, &t.LogBytes, &title, &description, &ver, &t.PlannedLeft}
+		dest := []any{&t.TaskID, &input, &addl, &created, &used, &t.LogBytes, &t.StepCount, &title, &description, &ver, &t.PlannedLeft}
 		if err := rows.Scan(append(dest, a.dest()...)...); err != nil {
 			return nil, err
 		}
@@ -324,6 +295,7 @@ func scanTasks(rows *sql.Rows) ([]protocol.Task, error) {
 			t.Title, t.Description, t.Version = nullString(title), nullString(description), nullString(ver)
 			t.AdditionalInput = rawJSON(addl)
 			t.CreatedAt = time.UnixMilli(created)
+			t.PluginTime = time.Duration(used)
 			t.Artifacts = []protocol.Artifact{}
 			tasks = append(tasks, t)
 		}
