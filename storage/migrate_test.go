@@ -40,6 +40,17 @@ func schemaUpTo(t *testing.T, n int) fs.FS {
 	return out
 }
 
+// openAtSchema opens a store in dir with the embedded migrations up to n
+// only.
+func openAtSchema(t *testing.T, dir string, n int) *Store {
+	t.Helper()
+	s, err := openWith(context.Background(), dir, Config{}, schemaUpTo(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func schemaSQL(t *testing.T, s *Store, table string) string {
 	t.Helper()
 	var sql string
@@ -163,10 +174,7 @@ const (
 func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := openAtSchema(t, dir, 2)
 	schema2Rows(t, old)
 	if !strings.Contains(schemaSQL(t, old, "tasks"), "AUTOINCREMENT") {
 		t.Fatal("schema 2 should still use AUTOINCREMENT")
@@ -178,10 +186,7 @@ func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 	}
 	old.Close()
 
-	s, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAtSchema(t, dir, 3)
 	defer s.Close()
 	after := map[string][]string{
 		"tasks":     dump(t, s, "tasks", taskColumnsV1+", logs, plugin_ms"),
@@ -191,10 +196,7 @@ func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 	if !reflect.DeepEqual(before, after) {
 		t.Errorf("the migration changed rows or their order:\nbefore %v\nafter  %v", before, after)
 	}
-	fresh, err := openWith(ctx, t.TempDir(), Config{}, schemaUpTo(t, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := openAtSchema(t, t.TempDir(), 2)
 	defer fresh.Close()
 	for _, table := range []string{"tasks", "steps", "artifacts"} {
 		if sql := schemaSQL(t, s, table); strings.Contains(sql, "AUTOINCREMENT") {
@@ -222,10 +224,7 @@ func TestMigrationToPlainRowidsKeepsEveryRowAndItsOrder(t *testing.T) {
 func TestMigrationToTaskLogRowsKeepsLogsTimeAndCounts(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := openAtSchema(t, dir, 3)
 	ids := schema2Rows(t, old)
 	var logs []sql.NullString
 	for _, id := range ids {
@@ -319,10 +318,7 @@ func TestAMigrationThatBreaksAReferenceIsRefusedAndLeavesNothing(t *testing.T) {
 func TestMigratedTasksAddNewStepsToTheirCountAndTime(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	old, err := openWith(ctx, dir, Config{}, schemaUpTo(t, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := openAtSchema(t, dir, 3)
 	ids := schema2Rows(t, old)
 	old.Close()
 
