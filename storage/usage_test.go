@@ -23,9 +23,10 @@ type taskUsage struct {
 // steps, steps marked running then saved or abandoned, in any order,
 // planned steps run or abandoned, artifact handlers' time) and checks
 // after each that the task read from the database, from the cache, and
-// after a reopen, counts what was written. The count is kept as the
-// task's row plus the running totals of its last step: abandoning a step
-// in the middle, or the last one, must keep the sum.
+// after a reopen, counts what was written. Steps are abandoned both among
+// a task's other steps and as its last; some quick steps bring an
+// artifact (a save that drops the task's cached copy) and some a negative
+// time (a clock stepped back), which counts as none.
 func TestATasksCountAndTimeFollowEveryKindOfStepWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -39,13 +40,13 @@ func TestATasksCountAndTimeFollowEveryKindOfStepWrite(t *testing.T) {
 			AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
 	}
 	used := func() time.Duration { return time.Duration(rnd.IntN(5000)+1) * time.Microsecond }
-	save := func(st *protocol.Step, d time.Duration) {
+	save := func(st *protocol.Step, d time.Duration, artifacts ...protocol.Artifact) {
 		t.Helper()
 		st.Status, st.PluginTime = protocol.StatusCompleted, d
-		if err := s.SaveStep(ctx, st, nil); err != nil {
+		if err := s.SaveStep(ctx, st, artifacts); err != nil {
 			t.Fatal(err)
 		}
-		want[st.TaskID].time += d
+		want[st.TaskID].time += max(d, 0)
 	}
 	for i := range 3 {
 		taskID := uuid.NewString()
@@ -90,8 +91,16 @@ func TestATasksCountAndTimeFollowEveryKindOfStepWrite(t *testing.T) {
 		var what string
 		switch k := rnd.IntN(7); {
 		case k == 0: // a quick step, never marked
-			what = "a quick step"
-			save(newStep(taskID), used())
+			switch what = "a quick step"; rnd.IntN(4) {
+			case 0:
+				what += " with an artifact"
+				save(newStep(taskID), used(), mustStage(t, s, taskID, "made"))
+			case 1:
+				what += " with a negative time"
+				save(newStep(taskID), -used())
+			default:
+				save(newStep(taskID), used())
+			}
 			w.steps++
 		case k == 1: // a step marked running
 			what = "a step marked"
@@ -124,7 +133,9 @@ func TestATasksCountAndTimeFollowEveryKindOfStepWrite(t *testing.T) {
 			if st == nil {
 				continue
 			}
-			st.Planned = true
+			if !st.Planned {
+				t.Fatalf("the next planned step %s is not marked planned", st.StepID)
+			}
 			switch rnd.IntN(3) {
 			case 0:
 				what = "a planned step saved"

@@ -1,10 +1,12 @@
 // Package savestep benchmarks the store's part of an execute-step: saving
 // a quick step (one never marked running, no artifacts) through the
-// writer goroutine, with 32 saves in flight over 100 tasks, as
-// bench/run.sh's step scenario sends them. Every save waits for the
-// commit that makes it durable, so its wall time is mostly the disk's
-// sync; the process's CPU time per save is reported beside it
-// (cpu-ns/op), and is the figure to compare between builds:
+// writer goroutine, with 16 saves in flight per P over 100 tasks: 32 on
+// a 2-core machine, as bench/run.sh's step scenario sends them (-cpu N
+// gives 16×N). Every save waits for the commit that makes it durable, so
+// its wall time is mostly the disk's sync; the process's CPU time per
+// save is reported beside it (cpu-ns/op: the store's, and the
+// benchmark's own making of each step), and is the figure to compare
+// between builds:
 //
 //	go test ./bench/savestep -run '^$' -bench . -benchtime 80000x -count 5
 //
@@ -50,7 +52,7 @@ func BenchmarkSaveStep(b *testing.B) {
 	}
 	in := "hi"
 	var n atomic.Int64
-	b.SetParallelism(16) // 32 in flight on 2 cores
+	b.SetParallelism(16)
 	cpu := cpuTime(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
