@@ -61,6 +61,7 @@ var allowedImports = map[string][]string{
 	// An echo step's input and a host for it, for the benchmarks.
 	"bench/internal/echostep": {"hostapi", "plugins/abi", "protocol", "runtime", "github.com/tetratelabs/wazero"},
 	"bench/sandbox":           {},
+	"bench/savestep":          {},
 	"bench/seed":              {},
 	"bench/tasklist":          {},
 	"docs":                    {},
