@@ -26,7 +26,7 @@ type taskUsage struct {
 // after a reopen, counts what was written. Steps are abandoned both among
 // a task's other steps and as its last; some quick steps bring an
 // artifact (a save that drops the task's cached copy) and some a negative
-// time (a clock stepped back), which counts as none.
+// time, which SaveStep counts as none.
 func TestATasksCountAndTimeFollowEveryKindOfStepWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
