@@ -120,19 +120,18 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	if err := a.store.CheckSpace(ctx); err != nil {
 		return 0, 0, err
 	}
+	// The budget is a deadline the plugin keeps (Call.Deadline), with
+	// its own call timeout: one timer a call, not two.
 	max := call.build.Limits.MaxTaskTime
-	remaining := max - t.PluginTime
 	if max > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, remaining)
-		defer cancel()
+		call.deadline = time.Now().Add(max - t.PluginTime)
 	}
 	code, elapsed, err := call.build.Plugin.Run(ctx, call.handler, call)
 	err = call.explainFailure(err)
 	a.logCall(ctx, call, elapsed)
 	// The budget's deadline may pass before the plugin's time is counted
 	// (while the call waits for an instance): that is the budget too.
-	if ErrorCode(err) == ETIMEOUT && max > 0 && (elapsed >= remaining || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+	if ErrorCode(err) == ETIMEOUT && max > 0 && !time.Now().Before(call.deadline) {
 		err = &Error{Code: ETIMEOUT, Cause: CauseTimeout, Message: fmt.Sprintf("the task used up its plugin time budget of %s", max)}
 	}
 	return code, elapsed, err
@@ -156,18 +155,18 @@ func (a *Agent) callContext(ctx context.Context, detached bool) (context.Context
 // stopCause is why ctx, a callContext, was stopped: the *Error given to
 // Interrupt or to the task's stop (a deletion), nil if it was not.
 func stopCause(ctx context.Context) *Error {
-	var e *Error
-	if ctx.Err() != nil && errors.As(context.Cause(ctx), &e) {
-		return e
+	if ctx.Err() == nil {
+		return nil
 	}
-	return nil
+	e, _ := errors.AsType[*Error](context.Cause(ctx))
+	return e
 }
 
 // handlerError names the handler in a plugin failure. Failures of our own
 // (a full disk, say) pass through unchanged.
 func handlerError(h Handler, err error) *Error {
-	var e *Error
-	if !errors.As(err, &e) {
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
 		return &Error{Code: EINTERNAL, Message: "internal error"}
 	}
 	switch e.Code {

@@ -21,6 +21,9 @@ type Call struct {
 	// handler's artifact.
 	artifact *Artifact
 	input    []byte
+	// deadline is when the task's time budget runs out (Agent.run); zero
+	// for a task without one.
+	deadline time.Time
 
 	result    []byte
 	hasResult bool
@@ -85,6 +88,10 @@ func (c *Call) Handler() Handler { return c.handler }
 
 // Input is the message the handler reads, in the plugin's wire format.
 func (c *Call) Input() []byte { return c.input }
+
+// Deadline is when the task's time budget runs out, zero if it has none:
+// the plugin must end the call by then (Plugin.Run).
+func (c *Call) Deadline() time.Time { return c.deadline }
 
 // SetResult keeps the handler's result message, replacing an earlier one.
 // It must be one JSON value agentrt can store and serve (CheckJSON: UTF-8,
@@ -354,8 +361,7 @@ func finish[R any, P interface {
 	if c.hasResult {
 		r, err := decode(c.result)
 		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
+			if e, ok := errors.AsType[*Error](err); ok {
 				if e.Cause == "" && e.Code == EPLUGIN {
 					e.Cause = CauseBadResult
 				}

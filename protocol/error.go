@@ -64,9 +64,9 @@ const (
 // FailureCause is the cause of a plugin failure err: its Cause, or one
 // told from its code.
 func FailureCause(err error) string {
-	var e *Error
+	e, ok := errors.AsType[*Error](err)
 	switch {
-	case !errors.As(err, &e):
+	case !ok:
 		return CauseOther
 	case e.Cause != "":
 		return e.Cause
@@ -86,10 +86,9 @@ func Errorf(code, format string, args ...any) *Error {
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
 // for any other error, and "" for nil.
 func ErrorCode(err error) string {
-	var e *Error
 	if err == nil {
 		return ""
-	} else if errors.As(err, &e) {
+	} else if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return EINTERNAL
@@ -98,10 +97,9 @@ func ErrorCode(err error) string {
 // ErrorMessage returns the client-safe message of err: the message of its
 // *Error, or a generic text for internal errors.
 func ErrorMessage(err error) string {
-	var e *Error
 	if err == nil {
 		return ""
-	} else if errors.As(err, &e) {
+	} else if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return "internal error"
@@ -132,8 +130,7 @@ func cutText(s string, n int) string {
 // maxLogText (the log handler escapes what it needs to). Internal errors
 // are logged in full: their text is ours.
 func logText(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return cutText(e.Message, maxLogText)
 	}
 	return err.Error()

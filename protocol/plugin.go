@@ -35,7 +35,9 @@ type Plugin interface {
 	// call, and returns the handler's return code and how long the plugin
 	// ran. An error is a *Error: EPLUGIN or ETIMEOUT when the plugin failed
 	// (trap, timeout, exit, limit), naming the cause; EUNAVAILABLE when it
-	// could not run.
+	// could not run. A call still running at call.Deadline() (when it is
+	// not zero) is stopped with ETIMEOUT, one still waiting to run fails
+	// with EUNAVAILABLE.
 	Run(ctx context.Context, h Handler, call *Call) (int32, time.Duration, error)
 }
 

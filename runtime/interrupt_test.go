@@ -67,6 +67,27 @@ func TestGuestCodeStopsAtItsTimeLimitHoweverItRuns(t *testing.T) {
 	}
 }
 
+// A caller's deadline sooner than the call timeout (a task's time
+// budget) stops the call just the same, when it passes.
+func TestACallStopsAtItsCallersDeadline(t *testing.T) {
+	if inChild(t) {
+		return
+	}
+	p, err := Compile(context.Background(), "x", spinner(t, "loop"), Config{CallTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	deadline := time.Now().Add(50 * time.Millisecond)
+	_, _, err = p.Call(context.Background(), "agentrt_on_step", Invocation{Stdout: io.Discard, Stderr: io.Discard, Deadline: deadline})
+	if e, ok := errors.AsType[*protocol.Error](err); !ok || e.Code != protocol.ETIMEOUT {
+		t.Fatalf("Call: %v; want %s", err, protocol.ETIMEOUT)
+	}
+	if time.Now().Before(deadline) {
+		t.Errorf("the call was stopped before its deadline")
+	}
+}
+
 // An initialization that never ends is stopped too, wherever it runs: in
 // a start section or _initialize, in a module instrumented for snapshots
 // or one that is not (it exports a name instrument reserves).

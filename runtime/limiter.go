@@ -27,29 +27,35 @@ func NewLimiter(instances, queue int, wait time.Duration) *Limiter {
 	return &Limiter{slots: make(chan struct{}, max(instances, 1)), maxQueue: int64(max(queue, 0)), maxWait: wait}
 }
 
-// acquire waits for a free instance slot and returns its release function.
-func (l *Limiter) acquire(ctx context.Context) (func(), error) {
+// acquire waits for a free instance slot, which release gives back, until
+// ctx ends or deadline (when not zero) passes.
+func (l *Limiter) acquire(ctx context.Context, deadline time.Time) error {
 	select {
 	case l.slots <- struct{}{}:
-		return l.release, nil
+		return nil
 	default:
 	}
 	if l.waiting.Add(1) > l.maxQueue {
 		l.waiting.Add(-1)
-		return nil, l.busy()
+		return l.busy()
 	}
 	defer l.waiting.Add(-1)
-	timer := time.NewTimer(l.maxWait)
+	wait := l.maxWait
+	if !deadline.IsZero() {
+		wait = min(wait, time.Until(deadline))
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case l.slots <- struct{}{}:
-		return l.release, nil
+		return nil
 	case <-timer.C:
-		return nil, l.busy()
-	case <-ctx.Done():
-		// The client went away, or the task's time budget ran out while
+		// Waited too long, or the task's time budget ran out while
 		// waiting: either way, nothing ran.
-		return nil, l.busy()
+		return l.busy()
+	case <-ctx.Done():
+		// The client went away: nothing ran.
+		return l.busy()
 	}
 }
 

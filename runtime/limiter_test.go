@@ -21,10 +21,18 @@ type slotResult struct {
 // acquireAsync asks l for a slot on another goroutine; the result arrives
 // on the returned channel.
 func acquireAsync(ctx context.Context, l *Limiter) <-chan slotResult {
+	return acquireUntil(ctx, l, time.Time{})
+}
+
+// acquireUntil is acquireAsync for a call with a deadline.
+func acquireUntil(ctx context.Context, l *Limiter, deadline time.Time) <-chan slotResult {
 	c := make(chan slotResult, 1)
 	go func() {
-		release, err := l.acquire(ctx)
-		c <- slotResult{release, err}
+		r := slotResult{err: l.acquire(ctx, deadline)}
+		if r.err == nil {
+			r.release = l.release
+		}
+		c <- r
 	}()
 	return c
 }
@@ -153,6 +161,22 @@ func TestLimiterRefusesACallThatWaitedPastMaxWait(t *testing.T) {
 		if _, waiting := l.Load(); waiting != 0 {
 			t.Errorf("a refused call still holds a place in the queue (%d waiting)", waiting)
 		}
+	}
+}
+
+// A task's time budget ends its call's wait for a slot: the call is
+// refused when its deadline passes, long before the limiter's wait.
+func TestLimiterRefusesACallWhoseDeadlinePassesWhileItWaits(t *testing.T) {
+	l := NewLimiter(1, 1, time.Hour)
+	holdSlot(t, l)
+	deadline := time.Now().Add(20 * time.Millisecond)
+	r := awaitSlot(t, "a call whose deadline passes while it waits", acquireUntil(context.Background(), l, deadline))
+	wantBusy(t, "a call whose deadline passed while it waited", r.err)
+	if time.Now().Before(deadline) {
+		t.Errorf("the call was refused before its deadline")
+	}
+	if _, waiting := l.Load(); waiting != 0 {
+		t.Fatalf("a call refused at its deadline still holds its place in the queue (%d waiting)", waiting)
 	}
 }
 

@@ -481,6 +481,10 @@ type Invocation struct {
 	// allowed", so what a plugin does while it constructs itself is the
 	// same for every call and reaches nothing. nil binds nothing.
 	Host func(context.Context) context.Context
+	// Deadline, when not zero and sooner than the call timeout, is when
+	// the call is stopped (ETIMEOUT), or its wait for an instance slot
+	// ends (EUNAVAILABLE): a time budget of the caller's.
+	Deadline time.Time
 }
 
 // Call runs the exported function name in a fresh instance and returns its
@@ -500,16 +504,19 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 	defer p.inFlight.Done()
 
 	for _, l := range p.cfg.Limiters {
-		release, err := l.acquire(ctx)
-		if err != nil {
+		if err := l.acquire(ctx, inv.Deadline); err != nil {
 			return 0, 0, err
 		}
-		defer release()
+		defer l.release()
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	start := time.Now()
+	deadline := start.Add(p.cfg.CallTimeout)
+	if !inv.Deadline.IsZero() && inv.Deadline.Before(deadline) {
+		deadline = inv.Deadline
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	defer context.AfterFunc(p.closing, cancel)()
-	start := time.Now()
 	code, err := p.call(ctx, name, inv)
 	return code, time.Since(start), err
 }

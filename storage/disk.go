@@ -68,10 +68,9 @@ func (d *diskFloor) reserve(n int64) (done func(), err error) {
 		return func() {}, nil
 	}
 	d.inflight.Add(n)
-	done = func() { d.inflight.Add(-n) }
 	if time.Now().UnixNano()-d.asked.Load() < int64(d.interval) {
 		if d.free.Add(-n) >= d.min {
-			return done, nil
+			return d.release(n), nil
 		}
 		d.free.Add(n) // not taken: ask the file system before refusing
 	}
@@ -79,19 +78,29 @@ func (d *diskFloor) reserve(n int64) (done func(), err error) {
 	defer d.mu.Unlock()
 	free, _, err := d.statfs(d.dir)
 	if err != nil {
-		done()
+		d.inflight.Add(-n)
 		return nil, fmt.Errorf("free space of %s: %w", d.dir, err)
 	}
 	free -= d.inflight.Load() // this write's bytes among them
 	d.asked.Store(time.Now().UnixNano())
 	if free < d.min {
-		done()
+		d.inflight.Add(-n)
 		d.free.Store(free + n)
 		return nil, &protocol.Error{Code: protocol.EINSUFFICIENT, Message: fmt.Sprintf(
 			"the server's disk is full: %d bytes free, and it keeps at least %d free; nothing was saved", max(free+n, 0), d.min)}
 	}
 	d.free.Store(free)
-	return done, nil
+	return d.release(n), nil
+}
+
+// release is reserve's done for n bytes: for none (a check before a write
+// of unknown size, every saved step's), nothing to undo and nothing
+// allocated.
+func (d *diskFloor) release(n int64) func() {
+	if n == 0 {
+		return func() {}
+	}
+	return func() { d.inflight.Add(-n) }
 }
 
 // CheckSpace is protocol.EINSUFFICIENT when the disk is at the floor the

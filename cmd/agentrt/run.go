@@ -635,9 +635,10 @@ func (a pluginAdapter) Run(ctx context.Context, h protocol.Handler, call *protoc
 // run runs handler h on call, whose host functions reach what opts add.
 func (a pluginAdapter) run(ctx context.Context, h protocol.Handler, call *protocol.Call, opts ...hostapi.Option) (int32, time.Duration, error) {
 	return a.p.Call(ctx, abi.ExportOf(string(h)), runtime.Invocation{
-		Stdout: call.Stdout(),
-		Stderr: call.Stderr(),
-		Host:   func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call, opts...) },
+		Stdout:   call.Stdout(),
+		Stderr:   call.Stderr(),
+		Host:     func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call, opts...) },
+		Deadline: call.Deadline(),
 	})
 }
 
