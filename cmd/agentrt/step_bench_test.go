@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkExecuteStep serves execute-step as "agentrt run" does, for the
+// Rust echo plugin, but calls the server's handler in process: HTTP
+// parsing and the network are left out, everything from the router to
+// the saved step is in. 16 requests are in flight per P, over 100 tasks,
+// as bench/run.sh's step scenario sends them, with the garbage
+// collector's target agentrt serves with. Beside the wall time, which
+// is mostly the disk's sync, it reports the process's CPU time a step
+// (cpu-ns/op) and, with -benchmem, the allocations a step: figures to
+// compare between builds.
+//
+//	go test ./cmd/agentrt -run '^$' -bench ExecuteStep -benchmem -benchtime 20000x -count 5
+func BenchmarkExecuteStep(b *testing.B) {
+	cfg := testConfig(b, examplePlugin(b, "echo-rust"))
+	srv, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	do := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		srv.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
+		}
+		return rec
+	}
+	tasks := make([]string, 100)
+	for i := range tasks {
+		var task struct {
+			TaskID string `json:"task_id"`
+		}
+		if err := json.Unmarshal(do("POST", "/ap/v1/agent/tasks", `{"input":"hi"}`).Body.Bytes(), &task); err != nil {
+			b.Fatal(err)
+		}
+		tasks[i] = "/ap/v1/agent/tasks/" + task.TaskID + "/steps"
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
+	var n atomic.Int64
+	b.SetParallelism(16)
+	cpu := cpuTime(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			do("POST", tasks[n.Add(1)%int64(len(tasks))], `{"input":"hi"}`)
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
