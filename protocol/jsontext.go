@@ -423,8 +423,17 @@ func isObject(v json.RawMessage) bool {
 // bytes (a quote is \", U+2028 and U+2029 are still escaped); a control
 // character 6, but names and paths refuse them. Everything agentrt
 // writes as JSON (answers, handler input, the host API's answers, stored
-// logs) is written with it.
+// logs) is written with it. A step, every execute-step's answer, is
+// written without reflection (jsonappend.go).
 func MarshalJSON(v any) ([]byte, error) {
+	if st, ok := v.(*Step); ok && st != nil {
+		return st.appendJSON(make([]byte, 0, 512))
+	}
+	return encodeJSON(v)
+}
+
+// encodeJSON is MarshalJSON by encoding/json alone.
+func encodeJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -390,18 +390,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
-// decodeJSON decodes body, one JSON object readBody accepted, into v.
+// decodeJSON decodes body, one JSON object readBody accepted (so nothing
+// follows it), into v.
 func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		var e *protocol.Error
-		if errors.As(err, &e) {
+	if err := json.Unmarshal(body, v); err != nil {
+		if e, ok := errors.AsType[*protocol.Error](err); ok {
 			return e // a body's own check (an update-task patch)
 		}
 		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid: %s", describeJSONError(err))
-	}
-	if dec.More() {
-		return protocol.Errorf(protocol.EUNPROCESSABLE, "the request body has data after the JSON object")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -21,56 +22,89 @@ var V1 protocol.Codec = v1{}
 
 type v1 struct{}
 
-// EncodeInput writes abi.Input.
+// EncodeInput writes abi.Input, field by field as encoding/json writes it
+// with HTML escaping off (protocol.MarshalJSON), but without its
+// reflection: every call writes one. TestEncodeInputIsEncodingJSONs pins
+// the two together.
 func (v1) EncodeInput(in *protocol.HandlerInput) []byte {
-	msg := abi.Input{ABI: abi.Version, Handler: string(in.Handler), Task: taskView(in.Task)}
-	if s := in.Step; s != nil {
-		msg.Step = &abi.Step{
-			StepID:          s.StepID,
-			Name:            s.Name,
-			Input:           s.Input,
-			AdditionalInput: s.AdditionalInput,
-			Planned:         s.Planned,
+	b := make([]byte, 0, 512)
+	b = append(b, `{"abi":`...)
+	b = strconv.AppendInt(b, abi.Version, 10)
+	b = append(b, `,"handler":`...)
+	b = protocol.AppendJSONString(b, string(in.Handler))
+	t := in.Task
+	b = append(b, `,"task":{"task_id":`...)
+	b = protocol.AppendJSONString(b, t.TaskID)
+	b = append(b, `,"input":`...)
+	b = protocol.AppendJSONStringOrNull(b, t.Input)
+	b = appendOptionalJSON(b, `,"additional_input":`, t.AdditionalInput)
+	b = append(b, `,"artifacts":[`...)
+	for i := range t.Artifacts {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = appendArtifact(b, &t.Artifacts[i])
+	}
+	b = append(b, "]}"...)
+	if s := in.Step; s != nil {
+		b = append(b, `,"step":{"step_id":`...)
+		b = protocol.AppendJSONString(b, s.StepID)
+		b = append(b, `,"name":`...)
+		b = protocol.AppendJSONStringOrNull(b, s.Name)
+		b = append(b, `,"input":`...)
+		b = protocol.AppendJSONStringOrNull(b, s.Input)
+		b = appendOptionalJSON(b, `,"additional_input":`, s.AdditionalInput)
+		b = append(b, `,"planned":`...)
+		b = strconv.AppendBool(b, s.Planned)
+		b = append(b, '}')
 	}
 	if r := in.Request; r != nil {
-		msg.Request = &abi.Request{Input: r.Input, AdditionalInput: r.AdditionalInput}
+		b = append(b, `,"request":{"input":`...)
+		b = protocol.AppendJSONStringOrNull(b, r.Input)
+		b = appendOptionalJSON(b, `,"additional_input":`, r.AdditionalInput)
+		b = append(b, '}')
 	}
 	if in.Artifact != nil {
-		a := artifactView(in.Artifact)
-		msg.Artifact = &a
+		b = append(b, `,"artifact":`...)
+		b = appendArtifact(b, in.Artifact)
 	}
-	b, err := marshal(msg)
+	return append(b, '}')
+}
+
+// appendOptionalJSON appends key and raw, a JSON value the domain has
+// checked, unless raw is empty (an omitempty field).
+func appendOptionalJSON(b []byte, key string, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return b
+	}
+	b = append(b, key...)
+	b, err := protocol.AppendRawJSON(b, raw)
 	if err != nil {
-		// Every field is a string, a number, a bool or a JSON object the
-		// domain has checked.
+		// Every JSON object of the domain's has been checked.
 		panic(fmt.Sprintf("encode handler input: %v", err))
 	}
 	return b
 }
 
-// marshal is protocol.MarshalJSON: no HTML escaping, so a message takes
-// at most twice its text.
-var marshal = protocol.MarshalJSON
-
-func taskView(t *protocol.Task) abi.Task {
-	v := abi.Task{TaskID: t.TaskID, Input: t.Input, AdditionalInput: t.AdditionalInput, Artifacts: []abi.Artifact{}}
-	for i := range t.Artifacts {
-		v.Artifacts = append(v.Artifacts, artifactView(&t.Artifacts[i]))
+// appendArtifact appends abi.Artifact.
+func appendArtifact(b []byte, a *protocol.Artifact) []byte {
+	b = append(b, `{"artifact_id":`...)
+	b = protocol.AppendJSONString(b, a.ArtifactID)
+	b = append(b, `,"agent_created":`...)
+	b = strconv.AppendBool(b, a.AgentCreated)
+	b = append(b, `,"file_name":`...)
+	b = protocol.AppendJSONString(b, a.FileName)
+	b = append(b, `,"relative_path":`...)
+	b = protocol.AppendJSONString(b, a.RelativePath)
+	for _, f := range [...]struct{ key, value string }{
+		{`,"workspace_path":`, a.WorkspacePath()}, {`,"uri":`, a.URI}, {`,"step_id":`, a.StepID},
+	} {
+		if f.value != "" {
+			b = append(b, f.key...)
+			b = protocol.AppendJSONString(b, f.value)
+		}
 	}
-	return v
-}
-
-func artifactView(a *protocol.Artifact) abi.Artifact {
-	return abi.Artifact{
-		ArtifactID:    a.ArtifactID,
-		AgentCreated:  a.AgentCreated,
-		FileName:      a.FileName,
-		RelativePath:  a.RelativePath,
-		WorkspacePath: a.WorkspacePath(),
-		URI:           a.URI,
-		StepID:        a.StepID,
-	}
+	return append(b, '}')
 }
 
 // DecodeStepResult reads abi.StepResult.
