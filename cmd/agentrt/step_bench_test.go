@@ -15,18 +15,24 @@ import (
 )
 
 // BenchmarkExecuteStep serves execute-step as "agentrt run" does, for the
-// Rust echo plugin, but calls the server's handler in process: HTTP
-// parsing and the network are left out, everything from the router to
-// the saved step is in. 16 requests are in flight per P, over 100 tasks,
-// as bench/run.sh's step scenario sends them, with the garbage
-// collector's target agentrt serves with. Beside the wall time, which
-// is mostly the disk's sync, it reports the process's CPU time a step
+// echo plugin in each language, but calls the server's handler in
+// process: HTTP parsing and the network are left out, everything from the
+// router to the saved step is in. 16 requests are in flight per P, over
+// 100 tasks, as bench/run.sh's step scenario sends them, with the garbage
+// collector's target agentrt serves with. Beside the wall time, which is
+// mostly the disk's sync, it reports the process's CPU time a step
 // (cpu-ns/op) and, with -benchmem, the allocations a step: figures to
 // compare between builds.
 //
 //	go test ./cmd/agentrt -run '^$' -bench ExecuteStep -benchmem -benchtime 20000x -count 5
 func BenchmarkExecuteStep(b *testing.B) {
-	cfg := testConfig(b, examplePlugin(b, "echo-rust"))
+	for _, lang := range []string{"rust", "tinygo", "go"} {
+		b.Run(lang, func(b *testing.B) { benchmarkExecuteStep(b, examplePlugin(b, "echo-"+lang)) })
+	}
+}
+
+func benchmarkExecuteStep(b *testing.B, plugin string) {
+	cfg := testConfig(b, plugin)
 	srv, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
