@@ -37,9 +37,9 @@ func randomJSONStringPtr(r *rand.Rand) *string {
 	return &s
 }
 
-// rawPieces are JSON values as they may be stored: compact or not, and
-// nil (null).
-var rawPieces = []json.RawMessage{nil, json.RawMessage(`{}`), json.RawMessage(`null`),
+// rawPieces are stored JSON values, compact or not, nil (written as null)
+// and empty (not JSON: an error).
+var rawPieces = []json.RawMessage{nil, {}, json.RawMessage(`{}`), json.RawMessage(`null`),
 	json.RawMessage(" {\"a\" : [1, 2.5e3, true],\n\t\"b\":{\"c\":\"<\\u2028>\"} } "), json.RawMessage(`{"s":"\u00e9 \"q\""}`)}
 
 func randomStep(r *rand.Rand) *Step {
@@ -129,6 +129,12 @@ func TestAStepWithEveryFieldSetIsWrittenAlike(t *testing.T) {
 			f.SetString("s" + v.Type().Field(i).Name)
 		case reflect.Bool:
 			f.SetBool(true)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.SetInt(1)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.SetUint(1)
+		case reflect.Float32, reflect.Float64:
+			f.SetFloat(1)
 		case reflect.Pointer:
 			f.Set(reflect.New(f.Type().Elem()))
 			if e := f.Elem(); e.Kind() == reflect.String {

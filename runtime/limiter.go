@@ -54,7 +54,8 @@ func (l *Limiter) acquire(ctx context.Context, deadline time.Time) error {
 		// waiting: either way, nothing ran.
 		return l.busy()
 	case <-ctx.Done():
-		// The client went away: nothing ran.
+		// The caller went away (a client, an interrupt, a deletion):
+		// nothing ran.
 		return l.busy()
 	}
 }
