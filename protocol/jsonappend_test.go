@@ -4,38 +4,10 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/agentrt/agentrt/protocol/internal/jsontext"
 )
-
-// jsonPieces are what random strings are made of: every kind of byte the
-// string encoder treats apart (quotes, backslashes, each control
-// character, HTML's <>&, U+2028 and U+2029, invalid and truncated UTF-8,
-// characters of 2, 3 and 4 bytes) and plain text.
-var jsonPieces = func() []string {
-	p := []string{"", "a", "hi there", `"`, `\`, "<", ">", "&", "\u2028", "\u2029", "\u2027", "\u202a",
-		"é", "€", "😀", "\xff", "\xe2\x80", "\xed\xa0\x80", "\x7f", "/", "'"}
-	for c := range 0x20 {
-		p = append(p, string(rune(c)))
-	}
-	return p
-}()
-
-func randomJSONString(r *rand.Rand) string {
-	var b strings.Builder
-	for range r.IntN(6) {
-		b.WriteString(jsonPieces[r.IntN(len(jsonPieces))])
-	}
-	return b.String()
-}
-
-func randomJSONStringPtr(r *rand.Rand) *string {
-	if r.IntN(3) == 0 {
-		return nil
-	}
-	s := randomJSONString(r)
-	return &s
-}
 
 // rawPieces are stored JSON values, compact or not, nil (written as null)
 // and empty (not JSON: an error).
@@ -43,19 +15,19 @@ var rawPieces = []json.RawMessage{nil, {}, json.RawMessage(`{}`), json.RawMessag
 	json.RawMessage(" {\"a\" : [1, 2.5e3, true],\n\t\"b\":{\"c\":\"<\\u2028>\"} } "), json.RawMessage(`{"s":"\u00e9 \"q\""}`)}
 
 func randomStep(r *rand.Rand) *Step {
-	st := &Step{TaskID: randomJSONString(r), StepID: randomJSONString(r), Name: randomJSONStringPtr(r),
-		Status: StepStatus(randomJSONString(r)), Input: randomJSONStringPtr(r),
-		AdditionalInput: rawPieces[r.IntN(len(rawPieces))], Output: randomJSONStringPtr(r),
+	st := &Step{TaskID: jsontext.String(r), StepID: jsontext.String(r), Name: jsontext.StringOrNil(r),
+		Status: StepStatus(jsontext.String(r)), Input: jsontext.StringOrNil(r),
+		AdditionalInput: rawPieces[r.IntN(len(rawPieces))], Output: jsontext.StringOrNil(r),
 		AdditionalOutput: rawPieces[r.IntN(len(rawPieces))], IsLast: r.IntN(2) == 0}
 	if r.IntN(4) > 0 { // else nil, written as null
 		st.Artifacts = []Artifact{}
 		for range r.IntN(3) {
-			st.Artifacts = append(st.Artifacts, Artifact{ArtifactID: randomJSONString(r), AgentCreated: r.IntN(2) == 0,
-				FileName: randomJSONString(r), RelativePath: randomJSONString(r), URI: randomJSONString(r), StepID: randomJSONString(r)})
+			st.Artifacts = append(st.Artifacts, Artifact{ArtifactID: jsontext.String(r), AgentCreated: r.IntN(2) == 0,
+				FileName: jsontext.String(r), RelativePath: jsontext.String(r), URI: jsontext.String(r), StepID: jsontext.String(r)})
 		}
 	}
 	if r.IntN(3) > 0 {
-		st.Build = &StepBuild{Agent: randomJSONString(r), SHA256: randomJSONString(r)}
+		st.Build = &StepBuild{Agent: jsontext.String(r), SHA256: jsontext.String(r)}
 	}
 	return st
 }
@@ -96,7 +68,7 @@ func TestAStepWithInvalidStoredJSONIsAnError(t *testing.T) {
 func TestAppendJSONStringEscapesAsEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 50000 {
-		s := randomJSONString(r)
+		s := jsontext.String(r)
 		want, err := encodeJSON(s)
 		if err != nil {
 			t.Fatal(err)

@@ -24,6 +24,8 @@ var allowedImports = map[string][]string{
 	"protocol/httpapi": {"protocol", "github.com/julienschmidt/httprouter"},
 	// The plugin wire format: the domain's messages as the ABI's.
 	"protocol/wire": {"protocol", "plugins/abi"},
+	// Random text for the tests of the domain's and the wire's JSON.
+	"protocol/internal/jsontext": {},
 	// A client of any Agent Protocol server, and the conformance checks
 	// agentrt check runs against one: HTTP only, none of the server.
 	"protocol/client":      {},

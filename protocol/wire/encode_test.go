@@ -3,11 +3,11 @@ package wire
 import (
 	"encoding/json"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/internal/jsontext"
 )
 
 // reflectInput is the input message as encoding/json writes abi.Input
@@ -35,34 +35,13 @@ func reflectInput(in *protocol.HandlerInput) ([]byte, error) {
 	return protocol.MarshalJSON(msg)
 }
 
-// inputPieces make random text: every byte the string encoder treats
-// apart, and plain text.
-var inputPieces = []string{"", "x", "a b", `"`, `\`, "\n", "\t", "\x00", "\x1f", "\x7f", "<&>", "\u2028", "\u2029",
-	"é", "😀", "\xff", "\xe2\x80", "/"}
-
-func randomText(r *rand.Rand) string {
-	var b strings.Builder
-	for range r.IntN(5) {
-		b.WriteString(inputPieces[r.IntN(len(inputPieces))])
-	}
-	return b.String()
-}
-
-func randomTextPtr(r *rand.Rand) *string {
-	if r.IntN(3) == 0 {
-		return nil
-	}
-	s := randomText(r)
-	return &s
-}
-
 var inputObjects = []json.RawMessage{nil, {}, json.RawMessage(`{}`), json.RawMessage(" { \"a\" : [ 1 , \"<\\n>\" ] } ")}
 
 func randomArtifact(r *rand.Rand) protocol.Artifact {
-	a := protocol.Artifact{ArtifactID: randomText(r), AgentCreated: r.IntN(2) == 0, FileName: randomText(r),
-		RelativePath: randomText(r), StepID: randomText(r)}
+	a := protocol.Artifact{ArtifactID: jsontext.String(r), AgentCreated: r.IntN(2) == 0, FileName: jsontext.String(r),
+		RelativePath: jsontext.String(r), StepID: jsontext.String(r)}
 	if r.IntN(3) == 0 {
-		a.URI = randomText(r)
+		a.URI = jsontext.String(r)
 	}
 	return a
 }
@@ -75,15 +54,15 @@ func randomArtifact(r *rand.Rand) protocol.Artifact {
 func TestEncodeInputIsEncodingJSONs(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 20000 {
-		in := &protocol.HandlerInput{Handler: protocol.Handler(randomText(r)),
-			Task: &protocol.Task{TaskID: randomText(r), Input: randomTextPtr(r), AdditionalInput: inputObjects[r.IntN(len(inputObjects))]}}
+		in := &protocol.HandlerInput{Handler: protocol.Handler(jsontext.String(r)),
+			Task: &protocol.Task{TaskID: jsontext.String(r), Input: jsontext.StringOrNil(r), AdditionalInput: inputObjects[r.IntN(len(inputObjects))]}}
 		for range r.IntN(3) {
 			in.Task.Artifacts = append(in.Task.Artifacts, randomArtifact(r))
 		}
 		if r.IntN(2) == 0 {
-			in.Step = &protocol.Step{StepID: randomText(r), Name: randomTextPtr(r), Input: randomTextPtr(r),
+			in.Step = &protocol.Step{StepID: jsontext.String(r), Name: jsontext.StringOrNil(r), Input: jsontext.StringOrNil(r),
 				AdditionalInput: inputObjects[r.IntN(len(inputObjects))], Planned: r.IntN(2) == 0}
-			in.Request = &protocol.StepRequestBody{Input: randomTextPtr(r), AdditionalInput: inputObjects[r.IntN(len(inputObjects))]}
+			in.Request = &protocol.StepRequestBody{Input: jsontext.StringOrNil(r), AdditionalInput: inputObjects[r.IntN(len(inputObjects))]}
 		}
 		if r.IntN(3) == 0 {
 			a := randomArtifact(r)
