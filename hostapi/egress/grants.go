@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -74,15 +73,19 @@ func (g *Grants) AllowPrivate(agent, host string) error {
 	return nil
 }
 
-// privateHost reads a host allowed its private addresses.
+// privateHost reads a host allowed its private addresses: the host of a
+// destination, in a destination's one spelling (abi.ParseDestination): a
+// name in lower case, "*.name", an IPv4 address in dotted decimal or an
+// IPv6 address in brackets as RFC 5952 writes it; no port (it is allowed
+// on every port) and no path. It returns the host as the dialer names
+// it: an IPv6 address without brackets.
 func privateHost(host string) (string, error) {
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return a.WithZone("").String(), nil
-	}
-	// A name is checked as a destination's host is.
 	d, err := abi.ParseDestination("http://" + host)
-	if err != nil || d.Path != "" || d.Port != 80 || strings.Contains(host, ":") {
-		return "", fmt.Errorf("private host %q: want a name (localhost), *.name or an address (127.0.0.1)", host)
+	if err == nil && (d.Port != 80 || d.Path != "" || "http://"+host != d.String()) {
+		err = errors.New("a private host has no port or path (it is allowed on every port)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("private host %q: want a name (localhost), *.name or an address (127.0.0.1, [::1]): %w", host, err)
 	}
 	if d.Wildcard {
 		return "*." + d.Host, nil

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -130,5 +131,116 @@ func TestTheExamplePolicyFileReads(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What an operator writes is read in a destination's one spelling
+// (abi.ParseDestination), by every door a grant comes in: --allow-http
+// (Allow), --secret-env (AddSecret), --allow-private-host (AllowPrivate)
+// and a policy file. Another spelling is refused with the canonical one
+// in the error, never read as something else.
+func TestTheOperatorsGrantsAreReadInTheirOneSpellingByEveryDoor(t *testing.T) {
+	src := Sources{Getenv: func(string) (string, bool) { return "", false }, ReadFile: func(string) ([]byte, error) { return nil, nil }}
+	for _, c := range []struct{ dest, why string }{
+		{"HTTPS://api.openai.com/v1/", "write the scheme in lower case: https"},
+		{"https://API.OpenAI.com/v1/", "write the host as api.openai.com"},
+		{"https://*.Example.com", "write the host as *.example.com"},
+		{"https://api.openai.com:443/v1/", "leave the port out: 443 is https's"},
+		{"http://[::FFFF:7F00:1]:8080", "write the host as [::ffff:127.0.0.1]"},
+		{"http://::1:8080", "an IPv6 address is written in brackets"},
+		{"http://localhost:08080", "without leading zeros"},
+		{"https://api.openai.com/%7ev1", "write the path's %7e as ~"},
+		{"https://api.openai.com./v1", "empty label"},
+		{"https://0x7f000001", "IPv4"},
+	} {
+		quoted, _ := json.Marshal(c.dest)
+		for door, grant := range map[string]func() error{
+			"--allow-http": func() error { return NewGrants().Allow("a", c.dest) },
+			"--secret-env": func() error { return NewGrants().AddSecret("K", "long-enough-value", []string{"a"}, []string{c.dest}) },
+			"policy http": func() error {
+				return NewGrants().ReadPolicy([]byte(`{"agents": {"a": {"http": [`+string(quoted)+`]}}}`), src)
+			},
+			"policy secret": func() error {
+				return NewGrants().ReadPolicy([]byte(`{"secrets": {"K": {"value": "long-enough-value", "agents": ["a"], "destinations": [`+string(quoted)+`]}}}`), src)
+			},
+		} {
+			if err := grant(); err == nil || !strings.Contains(err.Error(), c.why) {
+				t.Errorf("%s %s: %v, want %q", door, c.dest, err, c.why)
+			}
+		}
+	}
+	g := NewGrants()
+	for _, dest := range []string{"https://api.openai.com/v1/", "https://*.example.com", "http://[::ffff:127.0.0.1]:8080", "http://127.0.0.1:8080/", "https://api.openai.com/a%3Ab"} {
+		if err := g.Allow("a", dest); err != nil {
+			t.Errorf("--allow-http %s: %v", dest, err)
+		}
+	}
+	p, _ := g.For("a", nil, false)
+	if got := names(p.Allow); got != "https://api.openai.com/v1/ https://*.example.com http://[::ffff:127.0.0.1]:8080 http://127.0.0.1:8080 https://api.openai.com/a%3Ab" {
+		t.Errorf("granted %q", got)
+	}
+}
+
+// A host allowed its private addresses is a destination's host in its
+// one spelling, kept as the dialer names the host of a request to it:
+// the host of the URL the policy read (abi.Target.Host), which is what
+// privateAllowed compares it with.
+func TestAPrivateHostIsADestinationsHostInItsOneSpelling(t *testing.T) {
+	for _, host := range []string{"localhost", "*.internal.test", "127.0.0.1", "[::1]", "[::ffff:127.0.0.1]", "[fd00::1]", "a_b.internal"} {
+		got, err := privateHost(host)
+		if err != nil {
+			t.Errorf("privateHost(%q): %v", host, err)
+			continue
+		}
+		want := strings.TrimPrefix(host, "*.")
+		if target, err := abi.ParseTarget("http://" + want + ":8080/x"); err != nil {
+			t.Errorf("a request to %s: %v", want, err)
+		} else if want = target.Host; strings.HasPrefix(host, "*.") {
+			want = "*." + want
+		}
+		if got != want {
+			t.Errorf("privateHost(%q) = %q, want %q, the host of a request to it", host, got, want)
+		}
+	}
+	for _, c := range []struct{ host, why string }{
+		{"LOCALHOST", "write the host as localhost"},
+		{"*.Internal.test", "write the host as *.internal.test"},
+		{"::1", "an IPv6 address is written in brackets"},
+		{"[::0001]", "write the host as [::1]"},
+		{"[::FFFF:7F00:1]", "write the host as [::ffff:127.0.0.1]"},
+		{"[[::1]]", "IPv6"},
+		{"[::1", "closing"},
+		{"::1]", "brackets"},
+		{"fe80::1%eth0", "escape"},
+		{"[fe80::1%25eth0]", "zone"},
+		{"localhost:8080", "no port or path"},
+		{"localhost:80", "leave the port out"},
+		{"localhost/", "no port or path"},
+		{"localhost/x", "no port or path"},
+		{"localhost.", "empty label"},
+		{"127.1", "IPv4"},
+		{"0x7f000001", "IPv4"},
+		{"*.127.0.0.1", "names, not addresses"},
+		{"", "no host"},
+		{"a b", "a URL may not"},
+		{"user@localhost", "user information"},
+	} {
+		got, err := privateHost(c.host)
+		switch {
+		case err == nil:
+			t.Errorf("privateHost(%q) = %q, want it refused", c.host, got)
+		case !strings.Contains(err.Error(), c.why) || !strings.Contains(err.Error(), "private host"):
+			t.Errorf("privateHost(%q): %q does not say %q", c.host, err, c.why)
+		}
+	}
+	for door, grant := range map[string]func() error{
+		"--allow-private-host": func() error { return NewGrants().AllowPrivate("a", "::1") },
+		"policy private_hosts": func() error {
+			return NewGrants().ReadPolicy([]byte(`{"agents": {"a": {"private_hosts": ["::1"]}}}`), Sources{})
+		},
+	} {
+		if err := grant(); err == nil || !strings.Contains(err.Error(), "[::1]") {
+			t.Errorf("%s ::1: %v, want it refused saying [::1]", door, err)
+		}
 	}
 }

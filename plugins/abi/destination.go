@@ -17,19 +17,52 @@ import (
 // address in brackets, or "*.name" for every subdomain of name (not name
 // itself); a port left out is the scheme's (80, 443); a path prefix
 // matches whole segments ("/v1" matches "/v1" and "/v1/chat", not
-// "/v10"). A request's URL is read by ParseTarget, as strictly, so that
-// what the policy checks is what is sent.
+// "/v10"). A request's URL is read by ParseTarget.
+//
+// One reader, one spelling. A destination and a request's URL are read
+// by one function (parseWebURL), so that a scheme, a host, a port and a
+// path mean the same in a grant as in a request, and each has one
+// canonical spelling, the one String writes: scheme and host names in
+// lower case, an IPv6 address in brackets as RFC 5952 writes it, no port
+// when it is the scheme's. The two differ only in what they do with
+// another spelling:
+//
+//   - A destination must be written canonically, or it is refused with
+//     an error naming the canonical spelling. A grant is written once, by
+//     a person, then shown back (GET /agents, the log), read by eye
+//     against the requests it allows and compared as text (a manifest's
+//     "none twice"): with one spelling, what the operator wrote, what
+//     agentrt shows and what it matches are the same string. A path of
+//     "/" alone is the same as none (every path). A path's escapes are
+//     canonical too (RFC 3986 §6.2.2): hex digits in upper case, and no
+//     escaped letter, digit, '-', '.', '_' or '~'.
+//   - A request's URL (a plugin's, and every redirect's Location, which
+//     servers write) may write the scheme, a name or an IPv6 address in
+//     another case or form, and the scheme's port out: RFC 3986 makes
+//     these the same URL for every reader, libraries and servers write
+//     them, and the host sends the canonical URL it checked
+//     (Target.String), so nothing after it reads another. Its path and
+//     query are sent byte for byte (a request signature may cover them)
+//     and a path is compared with a grant's byte for byte: one spelled
+//     with other escapes than the grant's is refused, never let through.
+//   - What could be read two ways is refused in both: a host with a ':'
+//     outside brackets, a host ending in a number that is not an IPv4
+//     address in dotted decimal (resolvers and browsers read
+//     "2130706433", "0x7f000001" and "0177.1" as addresses), an empty
+//     label (a trailing dot), a port with a leading zero, user
+//     information, a fragment, "." and ".." segments, an escaped '/' or
+//     '\', and characters RFC 3986 does not allow.
 
 // Target is an absolute http or https URL as the policy reads it and the
 // host sends it.
 type Target struct {
 	Scheme string // "http" or "https"
 	// Host is in lower case: a name, an IPv4 address, or an IPv6 address
-	// (without brackets).
+	// (without brackets) as RFC 5952 writes it.
 	Host string
 	Port int // as the URL gives it, or the scheme's
-	// Path is the escaped path, "/" at least; Query the escaped query,
-	// without its '?'.
+	// Path is the escaped path as given, "/" at least; Query the escaped
+	// query as given, without its '?'.
 	Path  string
 	Query string
 }
@@ -38,8 +71,9 @@ type Target struct {
 // origin, or every subdomain of a name, and a path prefix.
 type Destination struct {
 	Scheme string
-	// Host is in lower case; for a wildcard, the name whose subdomains
-	// match, without "*.".
+	// Host is in lower case, an IPv6 address without brackets as RFC 5952
+	// writes it; for a wildcard, the name whose subdomains match, without
+	// "*.".
 	Host     string
 	Wildcard bool
 	Port     int    // as given, or the scheme's
@@ -59,49 +93,18 @@ func defaultPort(scheme string) int {
 // RFC 3986 does not allow or a space, user information, a fragment, a
 // host that is not a plain name or address, a path with "." or ".."
 // segments (also escaped, also before a ';') or an escaped '/' or '\'.
-// The error says what is wrong without repeating the URL.
+// The scheme and host may be in any case and the scheme's port written
+// out: the Target is canonical. The error says what is wrong without
+// repeating the URL.
 func ParseTarget(raw string) (Target, error) {
-	var t Target
-	if len(raw) > MaxURLBytes {
-		return t, errors.New("the URL is over " + strconv.Itoa(MaxURLBytes) + " bytes")
+	u, err := parseWebURL(raw, false)
+	if err != nil {
+		return Target{}, err
 	}
-	if why := urlChars(raw); why != "" {
-		return t, errors.New("the URL " + why)
+	t := Target{Scheme: u.scheme, Host: u.host, Port: u.port, Path: u.path, Query: u.query}
+	if len(t.String()) > MaxURLBytes { // "/" added, an IPv6 address written longer
+		return Target{}, errors.New("the URL is over " + strconv.Itoa(MaxURLBytes) + " bytes as it is sent")
 	}
-	if strings.IndexByte(raw, '#') >= 0 {
-		return t, errors.New("the URL has a fragment (#…), which is never sent: leave it out")
-	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return t, errors.New("the URL is not absolute: want http://… or https://…")
-	}
-	t.Scheme = strings.ToLower(scheme)
-	if t.Scheme != "http" && t.Scheme != "https" {
-		return t, errors.New("the URL's scheme is not http or https")
-	}
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
-	}
-	var err error
-	if t.Host, t.Port, err = parseAuthority(rest[:end], false); err != nil {
-		return t, err
-	}
-	if t.Port == 0 {
-		t.Port = defaultPort(t.Scheme)
-	}
-	rest = rest[end:]
-	path, query, _ := strings.Cut(rest, "?")
-	if path == "" {
-		path = "/"
-	}
-	if err := checkPath(path); err != nil {
-		return t, err
-	}
-	if err := checkEscapes(query); err != nil {
-		return t, errors.New("the URL's query " + err.Error())
-	}
-	t.Path, t.Query = path, query
 	return t, nil
 }
 
@@ -129,48 +132,15 @@ func hostPort(host string, port int, scheme string) string {
 	return host
 }
 
-// ParseDestination reads a destination. The error says what is wrong.
+// ParseDestination reads a destination, in its canonical spelling only
+// (String's; a path of "/" alone is also none). The error says what is
+// wrong, and for another spelling of a destination, how to write it.
 func ParseDestination(s string) (Destination, error) {
-	var d Destination
-	if len(s) > MaxURLBytes {
-		return d, errors.New("a destination is over " + strconv.Itoa(MaxURLBytes) + " bytes")
+	u, err := parseWebURL(s, true)
+	if err != nil {
+		return Destination{}, err
 	}
-	if why := urlChars(s); why != "" {
-		return d, errors.New("the destination " + why)
-	}
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return d, errors.New("want a destination such as https://api.example.com or https://*.example.com/v1")
-	}
-	d.Scheme = strings.ToLower(scheme)
-	if d.Scheme != "http" && d.Scheme != "https" {
-		return d, errors.New("a destination's scheme is http or https")
-	}
-	if strings.ContainsAny(rest, "?#") {
-		return d, errors.New("a destination has no query or fragment")
-	}
-	end := strings.IndexByte(rest, '/')
-	if end < 0 {
-		end = len(rest)
-	}
-	host := rest[:end]
-	if strings.HasPrefix(host, "*.") {
-		d.Wildcard, host = true, host[2:]
-	}
-	var err error
-	if d.Host, d.Port, err = parseAuthority(host, d.Wildcard); err != nil {
-		return d, err
-	}
-	if d.Port == 0 {
-		d.Port = defaultPort(d.Scheme)
-	}
-	if path := rest[end:]; path != "" && path != "/" {
-		if err := checkPath(path); err != nil {
-			return d, err
-		}
-		d.Path = path
-	}
-	return d, nil
+	return Destination{Scheme: u.scheme, Host: u.host, Wildcard: u.wildcard, Port: u.port, Path: u.path}, nil
 }
 
 // String is the destination as ParseDestination reads it.
@@ -248,6 +218,98 @@ func pathCovers(prefix, path string) bool {
 	return strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
 }
 
+// webURL is an http or https URL, or a destination, as parseWebURL reads
+// it: scheme and host canonical, port given.
+type webURL struct {
+	scheme, host string
+	wildcard     bool
+	port         int
+	path, query  string
+}
+
+// parseWebURL reads a request's URL (grant false: ParseTarget) or a
+// destination (grant true: ParseDestination), by the same rules (the
+// comment at the top of this file says which, and why). A destination
+// may have "*." before its host and no query; its path is "" for every
+// path, a URL's "/" at least.
+func parseWebURL(raw string, grant bool) (webURL, error) {
+	var u webURL
+	what := "the URL"
+	if grant {
+		what = "the destination"
+	}
+	if len(raw) > MaxURLBytes {
+		return u, errors.New(what + " is over " + strconv.Itoa(MaxURLBytes) + " bytes")
+	}
+	if why := urlChars(raw); why != "" {
+		return u, errors.New(what + " " + why)
+	}
+	switch {
+	case grant && strings.ContainsAny(raw, "?#"):
+		return u, errors.New("a destination has no query or fragment")
+	case strings.IndexByte(raw, '#') >= 0:
+		return u, errors.New("the URL has a fragment (#…), which is never sent: leave it out")
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch {
+	case !ok && grant:
+		return u, errors.New("want a destination such as https://api.example.com or https://*.example.com/v1")
+	case !ok:
+		return u, errors.New("the URL is not absolute: want http://… or https://…")
+	}
+	u.scheme = strings.ToLower(scheme)
+	switch {
+	case u.scheme != "http" && u.scheme != "https" && grant:
+		return u, errors.New("a destination's scheme is http or https")
+	case u.scheme != "http" && u.scheme != "https":
+		return u, errors.New("the URL's scheme is not http or https")
+	case grant && scheme != u.scheme:
+		return u, errors.New("write the scheme in lower case: " + u.scheme)
+	}
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, rest := rest[:end], rest[end:]
+	if grant && strings.HasPrefix(authority, "*.") {
+		u.wildcard, authority = true, authority[2:]
+	}
+	host, port, canonical, err := parseAuthority(authority, u.wildcard)
+	if err != nil {
+		return u, err
+	}
+	u.host, u.port = host, port
+	if grant && !canonical {
+		if u.wildcard {
+			host = "*." + host
+		}
+		return u, errors.New("write the host as " + hostPort(host, defaultPort(u.scheme), u.scheme) + " (a name in lower case, an IPv6 address as RFC 5952 writes it)")
+	}
+	switch {
+	case u.port == 0:
+		u.port = defaultPort(u.scheme)
+	case grant && u.port == defaultPort(u.scheme):
+		return u, errors.New("leave the port out: " + strconv.Itoa(u.port) + " is " + u.scheme + "'s")
+	}
+	u.path, u.query, _ = strings.Cut(rest, "?")
+	if u.path != "" {
+		if err := checkPath(u.path); err != nil {
+			return u, err
+		}
+	}
+	switch {
+	case grant && u.path == "/":
+		u.path = ""
+	case grant:
+		if err := canonicalEscapes(u.path); err != nil {
+			return u, err
+		}
+	case u.path == "":
+		u.path = "/"
+	}
+	return u, nil
+}
+
 // urlChars says what is wrong with the characters of a URL, "" if
 // nothing: each is printable ASCII that RFC 3986 allows, so no space,
 // '"', '<', '>', '\', '^', '`', '{', '|' or '}' (a secret placeholder
@@ -275,65 +337,88 @@ func checkEscapes(s string) error {
 	return nil
 }
 
+// canonicalEscapes checks that a destination's path writes each escape
+// as RFC 3986 (§6.2.2.1, §6.2.2.2) normalises it: its hex digits in upper
+// case, and no escape of an unreserved character. s has passed
+// checkEscapes.
+func canonicalEscapes(s string) error {
+	for i := strings.IndexByte(s, '%'); i >= 0; i = strings.IndexByte(s, '%') {
+		esc := s[i : i+3]
+		s = s[i+3:]
+		n, _ := strconv.ParseUint(esc[1:], 16, 8)
+		switch c := byte(n); {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0:
+			return errors.New("write the path's " + esc + " as " + string(c) + " (it needs no escape)")
+		case esc != strings.ToUpper(esc):
+			return errors.New("write the path's " + esc + " as " + strings.ToUpper(esc))
+		}
+	}
+	return nil
+}
+
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// parseAuthority reads host[:port]: no user information, a host in lower
-// case that is a name (letters, digits, '-', '_', dots between labels),
-// an IPv4 address in dotted decimal or an IPv6 address in brackets
-// (without a zone), and a port from 1 to 65535 (0 when none is given).
-// wildcard is set for the name of "*.name", which must not be an
-// address.
-func parseAuthority(s string, wildcard bool) (host string, port int, err error) {
+// parseAuthority reads host[:port]: no user information, a host that is
+// a name (letters, digits, '-', '_', dots between labels), an IPv4
+// address in dotted decimal or an IPv6 address in brackets (without a
+// zone), and a port from 1 to 65535 without leading zeros (0 when none
+// is given). host is in canonical form (a name in lower case, an IPv6
+// address as RFC 5952 writes it, without brackets), and canonical says
+// whether it was written so. wildcard is set for the name of "*.name",
+// which must not be an address.
+func parseAuthority(s string, wildcard bool) (host string, port int, canonical bool, err error) {
 	if strings.IndexByte(s, '@') >= 0 {
-		return "", 0, errors.New("user information (user@) is refused: put credentials in a header, with a secret")
+		return "", 0, false, errors.New("user information (user@) is refused: put credentials in a header, with a secret")
 	}
-	host = s
+	var portText string
+	hasPort := false
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return "", 0, errors.New("the IPv6 address has no closing ']'")
+			return "", 0, false, errors.New("the IPv6 address has no closing ']'")
 		}
-		host = s[1:end]
-		a, err := netip.ParseAddr(host)
+		written := s[1:end]
+		a, err := netip.ParseAddr(written)
 		if err != nil || !a.Is6() || a.Zone() != "" {
-			return "", 0, errors.New("the host is not an IPv6 address (without a zone)")
+			return "", 0, false, errors.New("the host is not an IPv6 address (without a zone)")
 		}
 		if wildcard {
-			return "", 0, errors.New("a wildcard (*.) is for names, not addresses")
+			return "", 0, false, errors.New("a wildcard (*.) is for names, not addresses")
 		}
-		host, s = a.String(), s[end+1:]
+		host, canonical, s = a.String(), a.String() == written, s[end+1:]
 		if s != "" && s[0] != ':' {
-			return "", 0, errors.New("the host has something after its IPv6 address")
+			return "", 0, false, errors.New("the host has something after its IPv6 address")
 		}
-	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		host, s = s[:i], s[i:]
+		portText, hasPort = strings.CutPrefix(s, ":")
 	} else {
-		s = ""
+		host, portText, hasPort = strings.Cut(s, ":")
+		if hasPort && strings.IndexByte(portText, ':') >= 0 {
+			return "", 0, false, errors.New("the host holds a ':' (an IPv6 address is written in brackets: [::1])")
+		}
+		lower := strings.ToLower(host)
+		if err := checkHostName(lower, wildcard); err != nil {
+			return "", 0, false, err
+		}
+		host, canonical = lower, lower == host
 	}
-	if strings.HasPrefix(s, ":") {
-		p := s[1:]
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 || len(p) > 5 || p[0] == '+' {
-			return "", 0, errors.New("the port is not a number from 1 to 65535")
+	if hasPort {
+		n, err := strconv.Atoi(portText)
+		if err != nil || n < 1 || n > 65535 || portText[0] < '1' || portText[0] > '9' {
+			return "", 0, false, errors.New("the port is not a number from 1 to 65535 (without leading zeros)")
 		}
 		port = n
 	}
-	if strings.IndexByte(host, ':') >= 0 {
-		return host, port, nil // an IPv6 address, checked above
-	}
-	host = strings.ToLower(host)
-	if err := checkHostName(host, wildcard); err != nil {
-		return "", 0, err
-	}
-	return host, port, nil
+	return host, port, canonical, nil
 }
 
-// checkHostName checks a name or an IPv4 address: at most 253 bytes of
-// labels of letters, digits, '-' and '_' between single dots; a last
-// label of digits only if the whole is an IPv4 address in dotted decimal
-// (a resolver may read "2130706433" or "0177.1" as an address).
+// checkHostName checks a name or an IPv4 address, in lower case: at most
+// 253 bytes of labels of letters, digits, '-' and '_' between single
+// dots; a last label that is a number (digits, or "0x" and hex digits)
+// only if the whole is an IPv4 address in dotted decimal: a resolver
+// (inet_aton) or a browser (the WHATWG URL standard) reads "2130706433",
+// "0x7f000001", "0177.1" or "127.1" as an address.
 func checkHostName(host string, wildcard bool) error {
 	switch {
 	case host == "":
@@ -353,7 +438,7 @@ func checkHostName(host string, wildcard bool) error {
 		}
 	}
 	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") != "" {
+	if hex, ok := strings.CutPrefix(last, "0x"); !(ok && strings.Trim(hex, "0123456789abcdef") == "") && strings.Trim(last, "0123456789") != "" {
 		return nil
 	}
 	if a, err := netip.ParseAddr(host); err == nil && a.Is4() {

@@ -52,7 +52,7 @@ const full = `{
   },
   "settings": {"greeting": "hello", "empty": "", "text": "h\u00e9llo \ud83d\ude00 \\ud800"},
   "capabilities": {"artifact_schemes": {"input": ["file", "s3", "git+ssh"], "output": []},
-                   "http": ["https://api.openai.com/v1/", "https://*.Example.com:8443", "http://localhost:8080"]}
+                   "http": ["https://api.openai.com/v1/", "https://*.example.com:8443", "http://localhost:8080"]}
 }`
 
 func TestParseDecodesAFullManifestToTheExactValues(t *testing.T) {
@@ -176,6 +176,10 @@ var refusals = []struct {
 	{"http: dot segment", `{"capabilities": {"http": ["https://example.com/v1/../admin"]}}`, byGo, `manifest x.json: capabilities.http.0: the path has a . or .. segment, got "https://example.com/v1/../admin"`},
 	{"http: wildcard address", `{"capabilities": {"http": ["https://*.10.0.0.1"]}}`, byGo, `manifest x.json: capabilities.http.0: a wildcard (*.) is for names, not addresses, got "https://*.10.0.0.1"`},
 	{"http: twice", `{"capabilities": {"http": ["https://a.test", "https://a.test"]}}`, bySchema, `manifest x.json: capabilities.http: want each destination once, got "https://a.test" twice`},
+	{"http: another spelling", `{"capabilities": {"http": ["https://A.test:443"]}}`, byGo, `manifest x.json: capabilities.http.0: write the host as a.test (a name in lower case, an IPv6 address as RFC 5952 writes it), got "https://A.test:443"`},
+	{"http: the scheme's port", `{"capabilities": {"http": ["https://a.test:443"]}}`, byGo, `manifest x.json: capabilities.http.0: leave the port out: 443 is https's, got "https://a.test:443"`},
+	{"http: upper-case scheme", `{"capabilities": {"http": ["HTTPS://a.test"]}}`, bySchema, `manifest x.json: capabilities.http.0: write the scheme in lower case: https, got "HTTPS://a.test"`},
+	{"http: IPv6 without brackets", `{"capabilities": {"http": ["http://::1:8080"]}}`, byGo, `manifest x.json: capabilities.http.0: the host holds a ':' (an IPv6 address is written in brackets: [::1]), got "http://::1:8080"`},
 	{"unknown list of schemes", `{"capabilities": {"artifact_schemes": {"inputs": ["s3"]}}}`, bySchema, `manifest x.json: unknown field "capabilities.artifact_schemes.inputs" (did you mean "input"?)`},
 	{"schemes: not an object", `{"capabilities": {"artifact_schemes": ["s3"]}}`, bySchema, `manifest x.json: capabilities.artifact_schemes: want an object of input and output schemes, got an array`},
 	{"schemes: not an array", `{"capabilities": {"artifact_schemes": {"input": "s3"}}}`, bySchema, `manifest x.json: capabilities.artifact_schemes.input: want an array of URI schemes, got "s3"`},
