@@ -55,6 +55,7 @@ KIT_GO     := $(shell sed -n 's/^go \([0-9.]*\)$$/\1/p' plugins/go.mod)
 FUZZ_TARGETS   := .:./protocol/httpapi:FuzzDecodeRequestBody:2000 .:./protocol:FuzzCheckJSON:40000 \
                   .:./protocol/wire:FuzzResultDecoding:60000 .:./protocol:FuzzStepResult:20000 \
                   .:./protocol:FuzzLogRecordSize:80000 plugins:./abi:FuzzDecodeInput:8000 \
+                  plugins:./abi:FuzzParseTargetAndParseDestination:60000 \
                   .:./runtime:FuzzPrepareModule:40000 .:./runtime:FuzzDecodeSnapshot:50000 \
                   .:./runtime:FuzzLazyTable:20000 .:./runtime:FuzzInterruptible:20000 \
                   plugins/manifest:.:FuzzParse:15000

@@ -179,8 +179,19 @@ var hostOwnedHeaders = map[string]string{
 // CheckRequestHeader says why a plugin may not send a header, "" when
 // it may: its name must be a token (RFC 9110) and not one the host owns
 // (Host, hop-by-hop and proxy headers, Content-Length, Expect,
-// Accept-Encoding), its value free of control characters but tab, and
-// the two within MaxHTTPHeaderBytes.
+// Accept-Encoding), its value one line to every reader, and the two
+// within MaxHTTPHeaderBytes.
+//
+// One line to every reader, whatever it decodes the value as, so that no
+// intermediary or server splits it into two headers or a header and a
+// body: the value is valid UTF-8 (bytes that are not could be read as
+// Latin-1 by one reader, where 0x85 is NEL, and as U+FFFD by another),
+// with no character of Unicode's control category but tab (C0, DEL and
+// C1: CR, LF, NUL and NEL U+0085 among them), and neither U+2028 (line
+// separator) nor U+2029 (paragraph separator), where readers that split
+// lines by Unicode (Python's str.splitlines, JavaScript) break. Other
+// characters pass: a header may carry UTF-8 text. It costs one pass over
+// the value.
 func CheckRequestHeader(name, value string) string {
 	switch {
 	case name == "":
@@ -200,9 +211,17 @@ func CheckRequestHeader(name, value string) string {
 	if strings.HasPrefix(lower, "proxy-") {
 		return "the header " + name + " is refused: a proxy header is refused"
 	}
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return "the value of " + name + " holds a control character"
+	for i, r := range value {
+		switch {
+		case r < 0x20 && r != '\t' || r == 0x7f:
+			return "the value of " + name + " holds a control character (a line break?)"
+		case r < 0x80:
+		case r == '\uFFFD' && !strings.HasPrefix(value[i:], "\uFFFD"):
+			return "the value of " + name + " is not UTF-8"
+		case r <= 0x9f:
+			return "the value of " + name + " holds a control character (U+0080 to U+009F; U+0085 is a line break)"
+		case r == '\u2028' || r == '\u2029':
+			return "the value of " + name + " holds a line or paragraph separator (U+2028, U+2029)"
 		}
 	}
 	return ""

@@ -210,6 +210,22 @@ mod tests {
                         ErrorCode::Invalid,
                     ),
                     (
+                        http::get("https://api.test/").header("X-A", "a\r\nHost: evil.test"),
+                        ErrorCode::Invalid,
+                    ),
+                    (
+                        http::get("https://api.test/").header("X-A", "a\u{85}b"),
+                        ErrorCode::Invalid,
+                    ),
+                    (
+                        http::get("https://api.test/").header("X-A", "a\u{2028}b"),
+                        ErrorCode::Invalid,
+                    ),
+                    (
+                        http::get("https://api.test/").header("X-A", "a\u{2029}b"),
+                        ErrorCode::Invalid,
+                    ),
+                    (
                         http::get(&format!("https://api.test/?k={}", http::secret("KEY"))),
                         ErrorCode::Invalid,
                     ),

@@ -179,10 +179,19 @@ pub(crate) fn send(
                 format!("the header {} is refused: the host owns it", name),
             ));
         }
-        if value.chars().any(|c| c.is_control() && c != '\t') {
+        // As the host's CheckRequestHeader: one line to every reader, so no
+        // control character but tab (C0, DEL and C1, NEL U+0085 among them)
+        // and no U+2028 or U+2029 (a str is UTF-8 already).
+        if value
+            .chars()
+            .any(|c| (c.is_control() && c != '\t') || c == '\u{2028}' || c == '\u{2029}')
+        {
             return Err(refuse(
                 abi::ERR_INVALID,
-                format!("the value of {} holds a control character", name),
+                format!(
+                    "the value of {} holds a control character or line break",
+                    name
+                ),
             ));
         }
         headers.push((name, value));
