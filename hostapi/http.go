@@ -48,17 +48,28 @@ type httpCall struct {
 	meta []byte
 }
 
-// count counts one more request of the call, refusing it past the limit.
+// countRequest counts one more request of the call, refusing it past
+// the limit.
 func (c *call) countRequest() int32 {
 	if c.http.egress == nil {
 		return c.fail(abi.ErrNotAllowed, "outbound HTTP is not available here")
 	}
+	if err := c.countRedirect(); err != nil {
+		return c.failEgress(err)
+	}
+	return 0
+}
+
+// countRedirect counts a redirect a request follows as one more request
+// of the call (egress.Request.CountRedirect): past the limit, the
+// request stops there, and so does every later one of the call.
+func (c *call) countRedirect() error {
 	max := c.http.egress.Limits().MaxRequests
 	if c.http.requests >= max {
-		return c.fail(abi.ErrLimit, fmt.Sprintf("a handler call may make at most %d outbound requests", max))
+		return &egress.Error{Code: egress.Limit, Message: fmt.Sprintf("a handler call may make at most %d outbound requests (each redirect followed is one)", max)}
 	}
 	c.http.requests++
-	return 0
+	return nil
 }
 
 // failEgress records an egress error for last_error and returns its code.
@@ -107,7 +118,7 @@ func (f *functions) httpRequest(c *call, mod api.Module, stack []uint64) int32 {
 		return c.failErr(err)
 	}
 	r := &egress.Request{Method: req.Method, URL: req.URL, Header: req.Headers, Body: body,
-		MaxResponseBytes: req.MaxResponseBytes, NoRedirects: req.NoRedirects}
+		MaxResponseBytes: req.MaxResponseBytes, NoRedirects: req.NoRedirects, CountRedirect: c.countRedirect}
 	if req.TimeoutMS > 0 && req.TimeoutMS < math.MaxInt64/int64(time.Millisecond) {
 		r.Timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
@@ -162,7 +173,7 @@ func (f *functions) artifactFetch(c *call, mod api.Module, stack []uint64) int32
 	size, err := c.host.FetchArtifact(c.ctx, string(id), p, func(ctx context.Context, uri string) ([]byte, error) {
 		// The domain found an http or https URI artifact: it is fetched
 		// as a request of the plugin's would be, with nothing of its own.
-		resp, err := c.http.egress.Do(ctx, &egress.Request{URL: uri})
+		resp, err := c.http.egress.Do(ctx, &egress.Request{URL: uri, CountRedirect: c.countRedirect})
 		if err != nil {
 			return nil, err
 		}

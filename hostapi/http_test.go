@@ -48,7 +48,10 @@ func TestHTTPRequestSendsTheRequestAndKeepsItsResponseForSizedReads(t *testing.T
 	want := egress.Request{Method: "POST", URL: "https://api.test/x", Header: []abi.HTTPHeader{{Name: "Authorization", Value: "Bearer {{secret:KEY}}"}},
 		Timeout: 1500 * time.Millisecond, MaxResponseBytes: 99, NoRedirects: true}
 	got := e.reqs[0]
-	got.Body = nil
+	if got.CountRedirect == nil {
+		t.Error("the request does not count its redirects")
+	}
+	got.Body, got.CountRedirect = nil, nil
 	if !reflect.DeepEqual(got, want) || e.bodies[0] != "payload" {
 		t.Errorf("egress got %+v %q, want %+v", got, e.bodies[0], want)
 	}
@@ -223,5 +226,52 @@ func TestTheHostWritesHTTPResponsesAsTheGoldens(t *testing.T) {
 		if !reflect.DeepEqual(got, golden) {
 			t.Errorf("%s: the host writes %s", filepath.Base(p), g.get(1000, uint32(n)))
 		}
+	}
+}
+
+// redirectingEgress follows redirects as egress does: it counts each
+// through the request's CountRedirect before it would send it.
+type redirectingEgress struct {
+	*fakeEgress
+	redirects int // each request is redirected this many times
+	hops      int // requests that would have reached a server
+}
+
+func (e *redirectingEgress) Do(ctx context.Context, r *egress.Request) (*egress.Response, error) {
+	e.hops++
+	for range e.redirects {
+		if err := r.CountRedirect(); err != nil {
+			return nil, err
+		}
+		e.hops++
+	}
+	return e.fakeEgress.Do(ctx, r)
+}
+
+func TestEachRedirectCountsAsARequestOfTheCallAndStopsTheRequestPastTheLimit(t *testing.T) {
+	h := newFakeHost()
+	h.uris = map[string]string{"art": "https://files.test/a.pdf"}
+	e := &redirectingEgress{fakeEgress: newFakeEgress(), redirects: 1} // a limit of 3
+	g := newGuest(t, h, Config{}, WithEgress(e))
+	req := g.put(0, `{"url":"https://api.test/"}`)
+	if got := g.call("http_request", 0, req, 0, 0); got != 0 {
+		t.Fatalf("a request and its redirect, 2 of 3: %d (%s)", got, g.lastError())
+	}
+	// The third is the next request; its redirect would be the fourth.
+	g.wantErr(g.call("http_request", 0, req, 0, 0), abi.ErrLimit, "at most 3 outbound requests (each redirect followed is one)")
+	if e.hops != 3 {
+		t.Errorf("%d requests would have reached a server, want 3", e.hops)
+	}
+	g.wantErr(g.call("http_request", 0, req, 0, 0), abi.ErrLimit, "at most 3 outbound requests")
+	// A fetch's redirects count the same.
+	e.hops = 0
+	g.ctx = WithHost(context.Background(), h, WithEgress(e))
+	id, path := g.put(500, "art"), g.put(600, "in/a.pdf")
+	if got := g.call("artifact_fetch", 500, id, 600, path); got < 0 {
+		t.Fatalf("a fetch and its redirect: %d (%s)", got, g.lastError())
+	}
+	g.wantErr(g.call("artifact_fetch", 500, id, 600, path), abi.ErrLimit, "at most 3 outbound requests")
+	if e.hops != 3 {
+		t.Errorf("%d fetches would have reached a server, want 3", e.hops)
 	}
 }

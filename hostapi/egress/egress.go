@@ -6,8 +6,9 @@
 // granted; every redirect hop is checked the same way; every connection
 // is checked on the address it connects to (address.go); secrets are
 // filled in only after the policy allowed the request, only for the
-// destinations they are bound to, and scrubbed from what comes back
-// (secrets.go). docs/SECURITY.md, "Outbound HTTP", lists each check with
+// destinations they are bound to (secrets.go); no request leaves for a
+// destination with the value of a secret not bound to it (outgoing.go);
+// and secrets are scrubbed from what comes back (scrub.go). docs/SECURITY.md, "Outbound HTTP", lists each check with
 // the test that holds it.
 //
 // What a request costs the host: its body is read from the plugin's
@@ -78,6 +79,9 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// secret names the secret a request was refused for carrying, for
+	// the operator's log (the plugin is not told which).
+	secret string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -100,6 +104,11 @@ type Request struct {
 	MaxResponseBytes int64
 	// NoRedirects makes a redirect the response.
 	NoRedirects bool
+	// CountRedirect, when not nil, is called before each redirect is
+	// followed: an error stops the request there (an *Error as it is,
+	// another as a Limit). The host counts redirects with it against
+	// the handler call's requests.
+	CountRedirect func() error
 }
 
 // Response is what answered a request, scrubbed of the agent's secrets.
@@ -146,7 +155,7 @@ type Client struct {
 	policy    Policy
 	limits    Limits
 	log       *slog.Logger
-	scrub     *scrubber
+	scrub     *Scrubber
 	transport *http.Transport
 }
 
@@ -158,7 +167,7 @@ func New(cfg Config) *Client {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{agent: cfg.Agent, policy: cfg.Policy, limits: cfg.Limits, log: cfg.Log, scrub: newScrubber(cfg.Policy.Secrets)}
+	c := &Client{agent: cfg.Agent, policy: cfg.Policy, limits: cfg.Limits, log: cfg.Log, scrub: NewScrubber(cfg.Policy.Secrets)}
 	d := &dialer{resolver: cfg.Resolver, private: c.privateAllowed}
 	c.transport = &http.Transport{
 		Proxy:                  nil, // the environment's proxy would be a destination nobody granted
@@ -221,15 +230,21 @@ func (c *Client) Do(ctx context.Context, r *Request) (*Response, error) {
 		// Every message is scrubbed here, whatever made it: a refusal
 		// names a URL a server chose (a redirect's), which may echo a
 		// secret as an answer may.
-		e = &Error{Code: e.Code, Message: c.scrub.string(e.Message)}
+		e = &Error{Code: e.Code, Message: c.scrub.String(e.Message), secret: e.secret}
 	case err != nil:
 		e = &Error{Code: Failed, Message: c.scrub.error(err)}
 	}
-	where := cut(r.URL, 512)
+	// The URL is the plugin's, which holds a secret only if a server
+	// handed it over unscrubbed: scrubbed all the same, then cut.
+	where := r.URL
 	if target != nil {
-		where = cut(target.String(), 512)
+		where = target.String()
 	}
+	where = cut(c.scrub.String(where), 512)
 	switch {
+	case e != nil && e.Code == Refused && e.secret != "":
+		c.log.Warn("outbound request refused", "agent", c.agent, "method", r.Method, "url", where, "reason", e.Message, "secret", e.secret)
+		return nil, e
 	case e != nil && e.Code == Refused:
 		c.log.Warn("outbound request refused", "agent", c.agent, "method", r.Method, "url", where, "reason", e.Message)
 		return nil, e
@@ -260,6 +275,7 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 		return nil, &target, errorf(Invalid, "the request has %d headers, over the limit of %d", len(r.Header), abi.MaxHTTPHeaders)
 	}
 	headers := make([]header, len(r.Header))
+	sent := 0
 	for i, h := range r.Header {
 		if why := abi.CheckRequestHeader(h.Name, h.Value); why != "" {
 			return nil, &target, &Error{Code: Invalid, Message: why}
@@ -267,6 +283,18 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 		names, why := abi.SecretNames(h.Value)
 		if why != "" {
 			return nil, &target, errorf(Invalid, "the value of %s: %s", h.Name, why)
+		}
+		// The headers as they would be sent are bounded before a secret
+		// is filled in, each placeholder counted as the longest secret:
+		// whether a request fits tells nothing of a secret's length.
+		n := abi.SentHeaderBytes(h.Name, h.Value, names)
+		if n > abi.MaxHTTPHeaderBytes {
+			return nil, &target, errorf(Invalid, "the header %s is over %d bytes with each of its %d secret placeholders counted as %d bytes (the longest a secret may be)",
+				cut(h.Name, 64), abi.MaxHTTPHeaderBytes, len(names), abi.MaxSecretBytes)
+		}
+		if sent += n; sent > abi.MaxHTTPHeadersBytes {
+			return nil, &target, errorf(Invalid, "the request's headers are over %d bytes together, each secret placeholder counted as %d bytes (the longest a secret may be)",
+				abi.MaxHTTPHeadersBytes, abi.MaxSecretBytes)
 		}
 		headers[i] = header{name: h.Name, value: h.Value, secrets: names}
 	}
@@ -309,7 +337,7 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 	}
 	last := target
 	client := &http.Client{
-		Transport: c.transport,
+		Transport: &sender{c: c, base: c.transport, body: r.Body},
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if r.NoRedirects {
 				return http.ErrUseLastResponse
@@ -317,6 +345,19 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 			if len(via) > abi.MaxHTTPRedirects {
 				return errorf(Limit, "the request was redirected more than %d times", abi.MaxHTTPRedirects)
 			}
+			if r.CountRedirect != nil {
+				if err := r.CountRedirect(); err != nil {
+					var e *Error
+					if errors.As(err, &e) {
+						return e
+					}
+					return &Error{Code: Limit, Message: err.Error()}
+				}
+			}
+			// net/http sets Referer to the URL redirected from, which a
+			// server chose and may have put a secret in; a plugin's own
+			// Referer goes with its first request only.
+			next.Header.Del("Referer")
 			t, err := abi.ParseTarget(next.URL.String())
 			if err != nil {
 				return errorf(Refused, "a redirect to a URL agentrt does not send: %s", err)
@@ -349,7 +390,7 @@ func (c *Client) do(ctx context.Context, r *Request) (*Response, *abi.Target, er
 	if int64(len(data)) > maxBody {
 		return nil, &target, errorf(Limit, "the response's body is over the limit of %d bytes", maxBody)
 	}
-	res := &Response{Status: resp.StatusCode, Body: c.scrub.bytes(data), URL: c.scrub.string(last.String())}
+	res := &Response{Status: resp.StatusCode, Body: c.scrub.Bytes(data), URL: c.scrub.String(last.String())}
 	res.Header = c.responseHeaders(resp.Header, len(res.Body) != len(data), len(res.Body))
 	return res, &target, nil
 }
@@ -431,7 +472,7 @@ func (c *Client) responseHeaders(h http.Header, scrubbed bool, size int) []abi.H
 			continue
 		}
 		for _, v := range h[name] {
-			out = append(out, abi.HTTPHeader{Name: c.scrub.string(name), Value: c.scrub.string(v)})
+			out = append(out, abi.HTTPHeader{Name: c.scrub.String(name), Value: c.scrub.String(v)})
 		}
 	}
 	return out
@@ -451,7 +492,7 @@ func (c *Client) failure(ctx context.Context, err error, timeout time.Duration) 
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		return errorf(Failed, "%s: %s", c.scrub.string(dnsErr.Name), c.scrub.string(dnsErr.Err))
+		return errorf(Failed, "%s: %s", c.scrub.String(dnsErr.Name), c.scrub.String(dnsErr.Err))
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Err != nil {

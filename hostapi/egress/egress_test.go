@@ -634,12 +634,12 @@ func TestARedirectCarriesASecretOnlyToAHostItIsBoundTo(t *testing.T) {
 }
 
 func TestScrubbingCostsNothingWhenTheAnswerHoldsNoSecret(t *testing.T) {
-	s := newScrubber([]Secret{{Name: "KEY", Value: secretValue}})
+	s := NewScrubber([]Secret{{Name: "KEY", Value: secretValue}})
 	body := []byte(strings.Repeat("nothing to see here ", 1000))
-	if got := s.bytes(body); &got[0] != &body[0] {
+	if got := s.Bytes(body); &got[0] != &body[0] {
 		t.Error("a body without a secret was copied")
 	}
-	if allocs := testing.AllocsPerRun(10, func() { s.bytes(body) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(10, func() { s.Bytes(body) }); allocs != 0 {
 		t.Errorf("scrubbing a body without a secret allocates %v times", allocs)
 	}
 }

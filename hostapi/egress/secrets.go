@@ -1,12 +1,9 @@
 package egress
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 )
@@ -15,17 +12,20 @@ import (
 // writes a placeholder, "{{secret:NAME}}", in a header value; the host
 // fills it in after the policy has allowed the request, only for a
 // destination the secret is bound to, and only in the request it sends
-// (which nothing stores). What comes back (headers, body, errors, the
-// final URL) is scrubbed of every secret the agent holds: a server that
-// echoes a key (an error saying "invalid key sk-…", an echo endpoint)
-// hands the plugin the placeholder, not the value.
+// (which nothing stores). No request leaves for a destination a secret
+// is not bound to with that secret's value in it, in any form the
+// scrubber knows, anywhere: its URL, a header, its body, on any redirect
+// hop (outgoing.go). What comes back (headers, body, errors, the final
+// URL) is scrubbed of every secret the agent holds (scrub.go): a server
+// that echoes a key (an error saying "invalid key sk-…", an echo
+// endpoint) hands the plugin the placeholder, not the value.
 
 // Secret is a value the host holds for an agent, and where it may be sent.
 type Secret struct {
 	Name  string
 	Value string
 	// Destinations are where the value may be sent; a request elsewhere
-	// that names the secret is refused.
+	// that names the secret, or holds its value, is refused.
 	Destinations []abi.Destination
 }
 
@@ -33,10 +33,16 @@ type Secret struct {
 // server answers garbles nothing else, short enough for a header.
 const (
 	MinSecretBytes = 8
-	MaxSecretBytes = 4096
+	MaxSecretBytes = abi.MaxSecretBytes
 )
 
-// checkSecret says what is wrong with a secret, nil if nothing.
+// checkSecret says what is wrong with a secret, nil if nothing. A value
+// is what a header value can carry and scrubbing can find: UTF-8 (each
+// of its forms is then written rune by rune, the same inside any text as
+// alone), with no control character (a trailing newline?), no C1 control
+// and no line or paragraph separator (U+0085, U+2028 and U+2029 break
+// lines where a reader decodes UTF-8), and no space at either end (a
+// receiver trims it).
 func checkSecret(name, value string) error {
 	switch {
 	case !abi.ValidSecretName(name):
@@ -47,81 +53,22 @@ func checkSecret(name, value string) error {
 		return fmt.Errorf("secret %s: its value is over %d bytes", name, MaxSecretBytes)
 	case strings.Contains(value, abi.SecretPrefix):
 		return fmt.Errorf("secret %s: its value holds a secret placeholder", name)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("secret %s: its value is not UTF-8", name)
 	}
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; c < 0x20 || c == 0x7f {
+	for _, r := range value {
+		switch {
+		case r < 0x20 || r == 0x7f:
 			return fmt.Errorf("secret %s: its value holds a control character (a trailing newline?), which a header cannot carry", name)
+		case r >= 0x80 && r <= 0x9f, r == '\u2028', r == '\u2029':
+			return fmt.Errorf("secret %s: its value holds %U, a control or line-breaking character, which a header cannot carry", name, r)
 		}
+	}
+	if value[0] == ' ' || value[len(value)-1] == ' ' {
+		return fmt.Errorf("secret %s: its value begins or ends with a space, which a receiver trims from a header", name)
 	}
 	return nil
 }
-
-// scrubber replaces the forms a secret's value may take in an answer
-// with the secret's placeholder: the value itself, and as JSON, a URL
-// and base64 (HTTP Basic) would write it.
-type scrubber struct {
-	forms    [][]byte // the forms to look for, longest first
-	replacer *strings.Replacer
-}
-
-func newScrubber(secrets []Secret) *scrubber {
-	s := &scrubber{}
-	var pairs []string
-	seen := map[string]bool{}
-	for _, sec := range secrets {
-		placeholder := abi.SecretPrefix + sec.Name + abi.SecretSuffix
-		quoted, _ := json.Marshal(sec.Value)
-		for _, form := range []string{
-			sec.Value,
-			string(quoted[1 : len(quoted)-1]),
-			url.QueryEscape(sec.Value),
-			url.PathEscape(sec.Value),
-			base64.StdEncoding.EncodeToString([]byte(sec.Value)),
-			base64.RawURLEncoding.EncodeToString([]byte(sec.Value)),
-		} {
-			if form == "" || seen[form] {
-				continue
-			}
-			seen[form] = true
-			s.forms = append(s.forms, []byte(form))
-			pairs = append(pairs, form, placeholder)
-		}
-	}
-	if len(pairs) > 0 {
-		s.replacer = strings.NewReplacer(pairs...)
-	}
-	return s
-}
-
-// bytes returns b scrubbed: b itself, not copied, when it holds no
-// secret (the common case costs one scan per form and no allocation).
-func (s *scrubber) bytes(b []byte) []byte {
-	if !s.holds(b) {
-		return b
-	}
-	return []byte(s.replacer.Replace(string(b)))
-}
-
-// string returns v scrubbed.
-func (s *scrubber) string(v string) string {
-	if s.replacer == nil {
-		return v
-	}
-	return s.replacer.Replace(v)
-}
-
-// holds reports whether b holds a form of a secret.
-func (s *scrubber) holds(b []byte) bool {
-	for _, f := range s.forms {
-		if bytes.Contains(b, f) {
-			return true
-		}
-	}
-	return false
-}
-
-// error is err's text, scrubbed.
-func (s *scrubber) error(err error) string { return s.string(err.Error()) }
 
 // errNoSecret is why a placeholder cannot be filled in: the same words
 // whether the agent holds no such secret or holds it for other
@@ -134,13 +81,8 @@ func errNoSecret(name string, t abi.Target) error {
 // the refusal.
 func (c *Client) secretFor(name string, t abi.Target) (string, error) {
 	for _, s := range c.policy.Secrets {
-		if s.Name != name {
-			continue
-		}
-		for _, d := range s.Destinations {
-			if d.Allows(t) {
-				return s.Value, nil
-			}
+		if s.Name == name && bound(s, t) {
+			return s.Value, nil
 		}
 	}
 	return "", errNoSecret(name, t)

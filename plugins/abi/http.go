@@ -39,8 +39,14 @@ const (
 	MaxURLBytes = 8192
 	// MaxHTTPHeaders bounds the headers of a request.
 	MaxHTTPHeaders = 100
-	// MaxHTTPHeaderBytes bounds one header: its name and value together.
+	// MaxHTTPHeaderBytes bounds one header: its name and value together,
+	// as the plugin wrote them and as the host would send them, each
+	// secret placeholder counted as MaxSecretBytes (SentHeaderBytes).
 	MaxHTTPHeaderBytes = 16 << 10
+	// MaxHTTPHeadersBytes bounds a request's headers together, as the
+	// host would send them (SentHeaderBytes): a longer request is
+	// ErrInvalid before a secret is filled in.
+	MaxHTTPHeadersBytes = 64 << 10
 	// MaxHTTPRedirects bounds the redirects one request follows.
 	MaxHTTPRedirects = 10
 )
@@ -95,7 +101,22 @@ const (
 	SecretPrefix       = "{{secret:"
 	SecretSuffix       = "}}"
 	MaxSecretNameBytes = 64
+	// MaxSecretBytes bounds a secret's value.
+	MaxSecretBytes = 4096
 )
+
+// SentHeaderBytes is what a header counts against MaxHTTPHeaderBytes and
+// MaxHTTPHeadersBytes: its name and value with each placeholder of the
+// secrets it names (SecretNames) counted as MaxSecretBytes, whatever the
+// secret's length. It depends on nothing but the request, so a plugin
+// can compute it, and whether a request fits tells nothing of a secret.
+func SentHeaderBytes(name, value string, secrets []string) int {
+	n := len(name) + len(value)
+	for _, s := range secrets {
+		n += MaxSecretBytes - len(SecretPrefix) - len(s) - len(SecretSuffix)
+	}
+	return n
+}
 
 // ValidSecretName reports whether name may name a secret.
 func ValidSecretName(name string) bool {

@@ -79,6 +79,9 @@ pub const MAX_HTTP_REQUEST_META_BYTES: usize = 65536;
 pub const MAX_URL_BYTES: usize = 8192;
 pub const MAX_HTTP_HEADERS: usize = 100;
 pub const MAX_HTTP_HEADER_BYTES: usize = 16384;
+/// The headers of a request together, as the host would send them: each
+/// secret placeholder counts as [`MAX_SECRET_BYTES`].
+pub const MAX_HTTP_HEADERS_BYTES: usize = 65536;
 pub const MAX_HTTP_REDIRECTS: usize = 10;
 
 /// A secret placeholder in a header value, `{{secret:NAME}}`, which the
@@ -86,6 +89,8 @@ pub const MAX_HTTP_REDIRECTS: usize = 10;
 pub const SECRET_PREFIX: &str = "{{secret:";
 pub const SECRET_SUFFIX: &str = "}}";
 pub const MAX_SECRET_NAME_BYTES: usize = 64;
+/// The longest a secret's value may be.
+pub const MAX_SECRET_BYTES: usize = 4096;
 
 #[cfg(test)]
 mod tests {
