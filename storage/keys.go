@@ -40,6 +40,15 @@ import (
 // memory: it compares that value on each request, without a system call
 // or a database read, and reloads the keys when it differs. A key
 // created or revoked is so seen by the next request.
+//
+// Whether requests need a key is the database's too (auth_required,
+// migration 10), never a side effect of how many keys there are: it is
+// set by the first key created and by a server started with
+// --require-auth, and cleared only by "agentrt keys open". A server
+// whose last key is revoked stays closed, answering 401 to every request
+// but the health checks, and so does every later one on the directory.
+// A server that cannot read the keys again after a change refuses every
+// key until it can: it never opens, nor accepts a key it cannot confirm.
 
 // keyPrefix starts every key.
 const keyPrefix = "agentrt_"
@@ -49,6 +58,52 @@ const keyPrefix = "agentrt_"
 const keysChangedFile = "keys-changed"
 
 var keyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Reasons auth_required records for its last change.
+const (
+	reasonKeyCreated  = "a key was created"
+	reasonRequireAuth = "a server started with --require-auth"
+	reasonOpened      = "agentrt keys open"
+)
+
+// ReasonRequireAuth is the reason to give Keyring.Require for a server
+// started with --require-auth.
+const ReasonRequireAuth = reasonRequireAuth
+
+// AuthState is what a data directory records of whether its API needs a
+// key: as "keys list" shows it, and as a server reads it. A key that
+// exists needs no record: requests need keys whenever one exists.
+type AuthState struct {
+	// Required is set once keys have been required (a key created, a
+	// server started with --require-auth) and cleared only by
+	// "agentrt keys open".
+	Required bool
+	// Since is when it was last set or cleared; zero when it never was.
+	Since time.Time
+	// Reason says what set or cleared it; "" when nothing ever did.
+	Reason string
+}
+
+// OpenedByOperator reports whether an operator cleared it ("agentrt keys
+// open").
+func (a AuthState) OpenedByOperator() bool { return !a.Required && a.Reason == reasonOpened }
+
+// schemaAuth is the migration that records whether keys are required.
+const schemaAuth = 10
+
+// selectAuth reads auth_required's row; none: keys were never required.
+const selectAuth = `SELECT required, changed_at, reason FROM auth_required WHERE one = 1`
+
+// setAuthRequired records that keys are required from now on, keeping
+// when and why they first were if they already are.
+const setAuthRequired = `INSERT INTO auth_required (one, required, changed_at, reason) VALUES (1, 1, ?, ?)
+	ON CONFLICT (one) DO UPDATE SET required = 1, changed_at = excluded.changed_at, reason = excluded.reason
+	WHERE auth_required.required = 0`
+
+// authState makes the AuthState of auth_required's row, as scanned.
+func authState(required bool, changedAt int64, reason string) AuthState {
+	return AuthState{Required: required, Since: time.UnixMilli(changedAt).UTC(), Reason: reason}
+}
 
 // KeyInfo describes an API key, as "keys list" shows it: never the key.
 type KeyInfo struct {
@@ -88,6 +143,10 @@ func newKey() (key, id string) {
 type KeyAdmin struct {
 	dir string
 	db  *sql.DB
+	// schema is the database's migration; below schemaAuth (a server
+	// of an older agentrt runs on it) nothing records whether keys are
+	// required, and that server needs them only while one exists.
+	schema int
 }
 
 // OpenKeyAdmin opens the keys of the data directory dir. When no server
@@ -122,7 +181,7 @@ func OpenKeyAdmin(ctx context.Context, dir string) (*KeyAdmin, error) {
 		db.Close()
 		return nil, fmt.Errorf("the agentrt serving %s is older than API keys: stop it, or upgrade it", dir)
 	}
-	return &KeyAdmin{dir: dir, db: db}, nil
+	return &KeyAdmin{dir: dir, db: db, schema: version}, nil
 }
 
 // schemaKeys is the migration that added API keys.
@@ -152,8 +211,15 @@ func (k *KeyAdmin) Create(ctx context.Context, name string, agents []string) (st
 		if n > 0 {
 			return protocol.Errorf(protocol.ECONFLICT, "a key named %q exists; revoke it first, or choose another name", name)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, name, hash, agents, created_at) VALUES (?, ?, ?, ?, ?)`,
-			id, name, hashKey(key), agentsJSON, millis(time.Now()))
+		now := millis(time.Now())
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, name, hash, agents, created_at) VALUES (?, ?, ?, ?, ?)`,
+			id, name, hashKey(key), agentsJSON, now); err != nil {
+			return err
+		}
+		if k.schema < schemaAuth {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, setAuthRequired, now, reasonKeyCreated)
 		return err
 	})
 	if err != nil {
@@ -164,7 +230,8 @@ func (k *KeyAdmin) Create(ctx context.Context, name string, agents []string) (st
 
 // Revoke removes the key named name; protocol.ENOTFOUND when there is
 // none. A server running on the directory refuses it from its next
-// request on.
+// request on. Revoking the last key leaves the directory closed: every
+// request is then refused until a key is created, or OpenToAnyone.
 func (k *KeyAdmin) Revoke(ctx context.Context, name string) error {
 	return k.change(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE name = ?`, name)
@@ -178,6 +245,62 @@ func (k *KeyAdmin) Revoke(ctx context.Context, name string) error {
 		}
 		return nil
 	})
+}
+
+// OpenToAnyone records that the data directory needs no key: a server
+// running on it sees that at its next request, logs it and answers every
+// request without a key, and so does every later one, until a key is
+// created or a server starts with --require-auth. It is the only way a
+// directory that needed keys stops needing them. With keys left it is
+// protocol.ECONFLICT (they are revoked first: while one exists, keys are
+// required). It reports whether the directory needed keys; when it did
+// not, nothing changes.
+func (k *KeyAdmin) OpenToAnyone(ctx context.Context) (opened bool, err error) {
+	if k.schema < schemaAuth {
+		return false, fmt.Errorf("the agentrt serving %s is older than \"keys open\": it needs keys only while one exists; stop it, or upgrade it", k.dir)
+	}
+	err = k.change(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return protocol.Errorf(protocol.ECONFLICT, "%d key(s) exist, and while one does every request needs one: revoke them first", n)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE auth_required SET required = 0, changed_at = ?, reason = ? WHERE one = 1 AND required = 1`,
+			millis(time.Now()), reasonOpened)
+		if err != nil {
+			return err
+		}
+		n64, err := res.RowsAffected()
+		opened = n64 > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("open %s to anyone: %w", k.dir, err)
+	}
+	return opened, nil
+}
+
+// Auth reads what the data directory records of whether keys are
+// required. Beside a server of an agentrt older than that record, it is
+// the zero AuthState with a Reason saying so.
+func (k *KeyAdmin) Auth(ctx context.Context) (AuthState, error) {
+	if k.schema < schemaAuth {
+		return AuthState{Reason: "the agentrt serving this directory is older, and needs keys only while one exists"}, nil
+	}
+	var (
+		required  bool
+		changedAt int64
+		reason    string
+	)
+	switch err := k.db.QueryRowContext(ctx, selectAuth).Scan(&required, &changedAt, &reason); {
+	case errors.Is(err, sql.ErrNoRows):
+		return AuthState{}, nil
+	case err != nil:
+		return AuthState{}, fmt.Errorf("read whether keys are required: %w", err)
+	}
+	return authState(required, changedAt, reason), nil
 }
 
 // change runs fn in a transaction and, once it is committed, tells a
@@ -264,15 +387,20 @@ type Key struct {
 	hash   []byte
 }
 
-// Keyring is the API keys a server checks requests against: loaded from
-// the store, and loaded again whenever keys-changed changes. Safe for
-// concurrent use.
+// Keyring is the API keys a server checks requests against, and whether
+// requests need one: loaded from the store, and loaded again whenever
+// keys-changed changes. Safe for concurrent use.
 type Keyring struct {
 	s       *Store
 	changed []byte // keys-changed, mapped
 	mu      sync.RWMutex
 	seen    uint64 // the value of keys-changed the keys were loaded at
 	byID    map[string]*Key
+	auth    AuthState // as last loaded
+	// failed: the last reload failed. Until one succeeds, keys are
+	// required and none is accepted: a key revoked in the change that
+	// could not be read must not pass, nor may the server open.
+	failed  bool
 	usedMu  sync.Mutex
 	used    map[string]time.Time // by key id, since the last flush
 	stop    chan struct{}
@@ -304,6 +432,14 @@ func (s *Store) Keys(ctx context.Context) (*Keyring, error) {
 		syscall.Munmap(m)
 		return nil, err
 	}
+	if err := k.recordKeys(ctx); err != nil {
+		// Keys exist: they are required whether or not this is written.
+		s.log.Warn("recording that API keys are required failed; tried again at the next change of the keys", "err", err)
+	}
+	if k.auth.OpenedByOperator() && len(k.byID) == 0 {
+		s.log.Warn("authentication is off: turned off by operator command (agentrt keys open); every request is answered without a key",
+			"since", k.auth.Since)
+	}
 	go k.flushLoop()
 	return k, nil
 }
@@ -311,57 +447,148 @@ func (s *Store) Keys(ctx context.Context) (*Keyring, error) {
 // flushEvery is how often when keys were last used is written down.
 const flushEvery = time.Minute
 
-// load reads every key from the database.
+// load reads every key, and whether keys are required, from the
+// database, in one snapshot. A failure leaves the keyring failed: keys
+// required, none accepted.
 func (k *Keyring) load(ctx context.Context) error {
 	seen := binary.LittleEndian.Uint64(k.changed)
-	rows, err := k.s.reader(ctx).query(`SELECT id, name, hash, agents FROM api_keys`)
-	if err != nil {
-		return fmt.Errorf("load keys: %w", err)
-	}
-	defer rows.Close()
-	byID := map[string]*Key{}
-	for rows.Next() {
-		var key Key
-		var agents sql.NullString
-		if err := rows.Scan(&key.id, &key.Name, &key.hash, &agents); err != nil {
-			return fmt.Errorf("load keys: %w", err)
-		}
-		if agents.Valid {
-			if err := json.Unmarshal([]byte(agents.String), &key.Agents); err != nil {
-				return fmt.Errorf("load keys: agents of %s: %w", key.Name, err)
-			}
-		}
-		byID[key.id] = &key
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load keys: %w", err)
-	}
+	byID, auth, err := k.read(ctx)
 	k.mu.Lock()
-	k.byID, k.seen = byID, seen
+	if err != nil {
+		k.failed = true
+		k.mu.Unlock()
+		return err
+	}
+	reload := k.byID != nil
+	wasRequired := k.auth.Required || len(k.byID) > 0
+	k.byID, k.auth, k.seen, k.failed = byID, auth, seen, false
+	required := auth.Required || len(byID) > 0
 	k.mu.Unlock()
+	switch {
+	case !reload:
+	case wasRequired && !required && auth.OpenedByOperator():
+		k.s.log.Warn("authentication turned off by operator command (agentrt keys open): every request is answered without a key",
+			"since", auth.Since)
+	case wasRequired && !required:
+		k.s.log.Warn("authentication turned off: the database no longer records that keys are required (changed by hand?)")
+	case !wasRequired && required:
+		k.s.log.Info("authentication turned on: every request but the health checks needs an API key", "reason", auth.Reason)
+	}
 	return nil
 }
 
+// recordKeys records that keys are required when a key exists and the
+// database does not say so yet: a key made by an agentrt older than that
+// record, beside this server. Without it, revoking that key would open
+// the directory.
+func (k *Keyring) recordKeys(ctx context.Context) error {
+	k.mu.RLock()
+	unrecorded := !k.failed && len(k.byID) > 0 && !k.auth.Required && k.s.schema >= schemaAuth
+	k.mu.RUnlock()
+	if !unrecorded {
+		return nil
+	}
+	return k.Require(ctx, reasonKeyCreated)
+}
+
+// read reads every key and auth_required in one read transaction.
+func (k *Keyring) read(ctx context.Context) (map[string]*Key, AuthState, error) {
+	byID := map[string]*Key{}
+	var auth AuthState
+	err := k.s.readTx(ctx, func(r db) error {
+		rows, err := r.query(`SELECT id, name, hash, agents FROM api_keys`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var key Key
+			var agents sql.NullString
+			if err := rows.Scan(&key.id, &key.Name, &key.hash, &agents); err != nil {
+				return err
+			}
+			if agents.Valid {
+				if err := json.Unmarshal([]byte(agents.String), &key.Agents); err != nil {
+					return fmt.Errorf("agents of %s: %w", key.Name, err)
+				}
+			}
+			byID[key.id] = &key
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if k.s.schema < schemaAuth {
+			return nil // a test's older schema
+		}
+		var (
+			required  bool
+			changedAt int64
+			reason    string
+		)
+		switch err := r.scanOne(selectAuth, nil, &required, &changedAt, &reason); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			auth = authState(required, changedAt, reason)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, AuthState{}, fmt.Errorf("load keys: %w", err)
+	}
+	return byID, auth, nil
+}
+
 // current loads the keys again when keys-changed changed since they were
-// loaded. A failure to reload keeps the keys as they were, and is tried
-// again at the next request.
+// loaded, or the last load failed. A failure to reload leaves the
+// keyring failed (keys required, none accepted), and is tried again at
+// the next request.
 func (k *Keyring) current(ctx context.Context) {
 	k.mu.RLock()
-	stale := binary.LittleEndian.Uint64(k.changed) != k.seen
+	stale := k.failed || binary.LittleEndian.Uint64(k.changed) != k.seen
 	k.mu.RUnlock()
 	if stale {
-		if err := k.load(context.WithoutCancel(ctx)); err != nil {
-			k.s.log.ErrorContext(ctx, "reloading the API keys failed; the keys loaded before still hold", "err", err)
+		ctx := context.WithoutCancel(ctx)
+		if err := k.load(ctx); err != nil {
+			k.s.log.ErrorContext(ctx, "reloading the API keys failed; until they are read again every request needing a key is refused", "err", err)
+		} else if err := k.recordKeys(ctx); err != nil {
+			k.s.log.WarnContext(ctx, "recording that API keys are required failed; tried again at the next change of the keys", "err", err)
 		}
 	}
 }
 
-// Any reports whether any key exists.
-func (k *Keyring) Any(ctx context.Context) bool {
+// Required reports whether requests need a key: when the directory
+// records that they do, when a key exists, and while the keys cannot be
+// read. Revoking keys never makes it false; only "agentrt keys open"
+// does.
+func (k *Keyring) Required(ctx context.Context) bool {
 	k.current(ctx)
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return len(k.byID) > 0
+	return k.failed || k.auth.Required || len(k.byID) > 0
+}
+
+// Require records that the data directory needs keys from now on, as a
+// server started with --require-auth does, so that a later start without
+// the flag stays closed: reason says why. It writes (one synced
+// transaction) only when the directory did not need keys already.
+func (k *Keyring) Require(ctx context.Context, reason string) error {
+	k.current(ctx)
+	k.mu.RLock()
+	already := k.auth.Required && !k.failed
+	k.mu.RUnlock()
+	if already {
+		return nil
+	}
+	err := k.s.inTx(ctx, noTasks, 1, func(w db) error {
+		_, err := w.exec(setAuthRequired, millis(time.Now()), reason)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record that keys are required: %w", err)
+	}
+	return k.load(ctx)
 }
 
 // dummyHash is compared with when no key has a presented key's id, so
@@ -369,19 +596,19 @@ func (k *Keyring) Any(ctx context.Context) bool {
 var dummyHash = hashKey("")
 
 // Check returns the key secret is, or nil when it is none (malformed,
-// unknown or revoked). The comparison of hashes takes constant time.
+// unknown or revoked) or the keys cannot be read since they changed. The comparison of hashes takes constant time.
 func (k *Keyring) Check(ctx context.Context, secret string) *Key {
 	k.current(ctx)
 	id, ok := splitKey(secret)
 	hash := hashKey(secret)
 	k.mu.RLock()
-	key := k.byID[id]
+	key, failed := k.byID[id], k.failed
 	k.mu.RUnlock()
 	want := dummyHash
 	if key != nil {
 		want = key.hash
 	}
-	if subtle.ConstantTimeCompare(hash, want) != 1 || !ok || key == nil {
+	if subtle.ConstantTimeCompare(hash, want) != 1 || !ok || key == nil || failed {
 		return nil
 	}
 	k.usedMu.Lock()

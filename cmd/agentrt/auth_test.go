@@ -196,7 +196,7 @@ func TestRequireAuthNeedsAKeyBeforeAnyExists(t *testing.T) {
 	ts.doWith("GET", "/ap/v1/agent/tasks", bearer(key), "", nil).want(t, 200)
 
 	// Without -require-auth, the server is open until a key exists, and
-	// closed from the request after the first is made.
+	// closed from the request after the first is made, for good.
 	open := serve(t, examplePlugin(t, "echo-go"))
 	open.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200)
 	k := open.createKey("now")
@@ -205,7 +205,7 @@ func TestRequireAuthNeedsAKeyBeforeAnyExists(t *testing.T) {
 	if err := open.keyAdmin().Revoke(context.Background(), "now"); err != nil {
 		t.Fatal(err)
 	}
-	open.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200) // no key left: open again
+	open.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 401) // no key left: still closed (TestRevokingTheLastKeyLeavesEveryRouteClosed)
 }
 
 // No key presented, valid or not, appears in a log line, an error body or

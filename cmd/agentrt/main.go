@@ -6,7 +6,7 @@
 //	agentrt serve --plugins DIR [--default NAME] [flags]
 //	agentrt check URL [--json] [--only GROUP]
 //	agentrt client COMMAND [flags]
-//	agentrt keys create|list|revoke [flags]
+//	agentrt keys create|list|revoke|open [flags]
 //	agentrt new go|tinygo|rust DIR [--name NAME]
 //	agentrt call PLUGIN.wasm task|step|artifact [--input TEXT] [--workspace DIR]
 //	agentrt version
@@ -63,7 +63,7 @@ Usage:
                                     picking up plugins added, replaced and removed
   agentrt check URL [flags]         check any Agent Protocol server against the protocol
   agentrt client COMMAND [flags]    talk to any Agent Protocol server: tasks, steps, artifacts
-  agentrt keys COMMAND [flags]      create, list and revoke the API keys of a data directory
+  agentrt keys COMMAND [flags]      create, list and revoke the API keys of a data directory; open it to anyone
   agentrt new go|tinygo|rust DIR    write a plugin project: a handler, its test, a Makefile
   agentrt call PLUGIN.wasm HANDLER  run one handler (task, step, artifact) once in the sandbox, without a server
   agentrt version                   print the version

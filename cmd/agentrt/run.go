@@ -347,6 +347,8 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	if cfg.dev {
 		log = slog.New(httpapi.LogHandler(newConsoleHandler(stderr, cfg.logLevel)))
 	}
+	stdlog, restoreStdLog := routeStdLog(log, cfg.egress.grants) // stdlog.go
+	defer restoreStdLog()
 	srv, err := open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -362,7 +364,7 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          stdlog.logger,
 	}
 	if cfg.debugAddr != "" {
 		dln, err := net.Listen("tcp", cfg.debugAddr)
@@ -509,6 +511,13 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		store.Close()
 		return nil, err
 	}
+	if cfg.requireAuth {
+		// Kept in the store, so that a start without the flag stays
+		// closed. The flag holds this run whether or not it is written.
+		if err := srv.keys.Require(ctx, storage.ReasonRequireAuth); err != nil {
+			log.Warn("recording --require-auth in the data directory failed: a later start without it may answer without a key", "err", err)
+		}
+	}
 	m := newMetrics(
 		func() float64 { return srv.fleet.instances() },
 		func() float64 { return srv.fleet.queued() })
@@ -556,7 +565,10 @@ type apiKeys struct {
 	require bool // -require-auth: keys are needed even while none exists
 }
 
-func (k apiKeys) Required(ctx context.Context) bool { return k.require || k.ring.Any(ctx) }
+// Required is the flag or the data directory's record: false only when
+// neither asks for keys. --require-auth=false never opens a directory
+// that needs them (agentrt keys open does).
+func (k apiKeys) Required(ctx context.Context) bool { return k.require || k.ring.Required(ctx) }
 
 func (k apiKeys) Check(ctx context.Context, key string) (string, []string, bool) {
 	found := k.ring.Check(ctx, key)

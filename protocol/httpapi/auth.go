@@ -84,3 +84,20 @@ func authorizeAll(r *http.Request) error {
 	}
 	return nil
 }
+
+// Route is a method and a path pattern the server serves (httprouter's
+// syntax: ":task_id" names a segment).
+type Route struct{ Method, Path string }
+
+// GuardedRoutes lists every route that needs a key while keys are
+// required: all the server serves but the health checks. Tests that must
+// reach every route read it, so that a route added later is not missed.
+func (s *Server) GuardedRoutes() []Route {
+	var out []Route
+	for _, r := range s.routes {
+		if !isHealthCheck(r.path) {
+			out = append(out, Route{r.method, r.path})
+		}
+	}
+	return out
+}
