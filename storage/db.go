@@ -163,11 +163,18 @@ func (s *Store) inTxUnsynced(ctx context.Context, e taskEffect, rows int, fn fun
 	return s.write1(&writeReq{fn: fn, effect: e, rows: max(rows, 1), done: make(chan error, 1), unsynced: true})
 }
 
-// write1 hands req to the writer and waits for its answer.
+// write1 hands req to the writer and waits for its answer, unless the
+// disk is at its floor.
 func (s *Store) write1(req *writeReq) error {
 	if _, err := s.floor.reserve(0); err != nil {
 		return err
 	}
+	return s.hand(req)
+}
+
+// hand is write1 without the disk floor: for the store's own recovery
+// writes, a few rows each, which the floor keeps room for.
+func (s *Store) hand(req *writeReq) error {
 	select {
 	case s.writes <- req:
 	case <-s.quit:
@@ -221,7 +228,15 @@ func (s *Store) writeLoop(w *writer) {
 				break more
 			}
 		}
-		s.commitBatch(w, batch)
+		if err := s.markInterrupted(w); err != nil {
+			// Nothing is written before the steps a dead process left
+			// running are marked (markInterrupted).
+			for _, req := range batch {
+				req.done <- err
+			}
+		} else {
+			s.commitBatch(w, batch)
+		}
 		// The batch's array is reused: drop its requests, whose closures
 		// hold what they wrote (a step's output, its log), so that they
 		// are not kept reachable until a later batch overwrites them.

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,26 +80,185 @@ func (s *Store) AbandonStep(ctx context.Context, st *protocol.Step) error {
 // records as its failure.
 const interruptedMessage = "the step was interrupted: the server stopped while it ran (it was killed or crashed); its handler did not finish"
 
-// failInterruptedSteps marks failed the steps a process that died left
-// running, at Open: each is completed with the error code
-// protocol.EINTERRUPTED, no output, and its task stays usable. It returns
-// how many there were.
-func (s *Store) failInterruptedSteps(ctx context.Context) (int, error) {
-	output := string(protocol.FailureOutput(&protocol.Error{Code: protocol.EINTERRUPTED, Message: interruptedMessage}))
+// interruptedOutput is an interrupted step's additional_output.
+var interruptedOutput = string(protocol.FailureOutput(&protocol.Error{Code: protocol.EINTERRUPTED, Message: interruptedMessage}))
+
+// Steps a process that died left running are marked failed when the
+// store opens: each is completed with the error code
+// protocol.EINTERRUPTED, no output, and its task stays usable. That is a
+// write, and a store must open on a full disk (to serve reads while the
+// operator frees space): when the disk has no room for it, the marks
+// wait.
+//
+// While they wait, every read shows each of those steps as its mark will
+// (leftRunning.read), and no write is committed before them: the writer
+// writes them first, before any batch (markInterrupted), so the first
+// write that finds room writes them, and a write that finds none fails as
+// it would have anyway (507). A goroutine the store owns tries again
+// meanwhile (retryInterrupted), so that they are written even if nothing
+// else is. The store never holds a step of this process running beside
+// one a dead process left.
+
+// leftRunning is the ids of steps a dead process left running whose
+// marks wait for room; nil when none wait.
+type leftRunning map[string]bool
+
+// interruptedRetry is how long retryInterrupted first waits; it waits
+// twice as long after each try that finds no room, up to
+// interruptedRetryMax. A try on a full disk costs a failed write of a few
+// pages.
+const (
+	interruptedRetry    = time.Second
+	interruptedRetryMax = 15 * time.Second
+)
+
+// leftRunning returns the steps whose marks wait. Take it before the
+// query whose steps it is to read: a step in it is never one of this
+// process, so a set taken before the marks were written reads nothing
+// wrong, and an empty one means they were written before the query.
+func (s *Store) leftRunning() leftRunning {
+	if p := s.interrupted.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// read shows st, if a dead process left it running and its mark waits,
+// as the mark will write it.
+func (l leftRunning) read(st *protocol.Step) {
+	if st.Status != protocol.StatusRunning || !l[st.StepID] {
+		return
+	}
+	st.Status = protocol.StatusCompleted
+	st.Output = nil
+	st.AdditionalOutput = json.RawMessage(interruptedOutput)
+	st.IsLast = false
+}
+
+// readAll is read for each step.
+func (l leftRunning) readAll(steps []protocol.Step) {
+	if l == nil {
+		return
+	}
+	for i := range steps {
+		l.read(&steps[i])
+	}
+}
+
+// recoverInterruptedSteps marks failed the steps a process that died left
+// running, at Open. On a full disk it leaves them to markInterrupted and
+// retryInterrupted, logged once now and once when done; any other failure
+// fails Open.
+func (s *Store) recoverInterruptedSteps(ctx context.Context) error {
+	left := leftRunning{}
+	rows, err := s.reader(ctx).query(`SELECT id FROM steps WHERE status = 'running'`)
+	if err != nil {
+		return fmt.Errorf("find interrupted steps: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("find interrupted steps: %w", err)
+		}
+		left[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find interrupted steps: %w", err)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	s.interrupted.Store(&left)
+	err = s.markInterruptedNow()
+	switch {
+	case err == nil:
+		return nil
+	case protocol.ErrorCode(err) == protocol.EINSUFFICIENT:
+		s.interruptedSince.Store(time.Now().UnixNano())
+		s.log.Warn("the disk is full: steps running when the last process stopped read as failed (interrupted), and are recorded so once there is room; until then writes are refused",
+			"steps", len(left), "err", err)
+		s.retryDone = make(chan struct{})
+		go s.retryInterrupted(s.retryFirst)
+		return nil
+	default:
+		return fmt.Errorf("mark interrupted steps: %w", err)
+	}
+}
+
+// markInterruptedNow has the writer write the marks that wait, if any:
+// a write of nothing, which the writer does after them (markInterrupted).
+// The disk floor does not hold it back: the marks are a few rows, of the
+// kind the floor keeps room for.
+func (s *Store) markInterruptedNow() error {
+	return s.hand(&writeReq{fn: func(db) error { return nil }, effect: noTasks, rows: 1, done: make(chan error, 1)})
+}
+
+// retryInterrupted writes the marks that wait, trying again after first,
+// then twice as long each time up to interruptedRetryMax, until they are
+// written (by it or by a write that found room first) or the store
+// closes. The store owns it: Close stops it and waits.
+func (s *Store) retryInterrupted(first time.Duration) {
+	defer close(s.retryDone)
+	wait := first
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		if s.interrupted.Load() == nil {
+			return
+		}
+		if err := s.markInterruptedNow(); err == nil || errors.Is(err, errClosed) {
+			return
+		}
+		wait = min(2*wait, interruptedRetryMax)
+		t.Reset(wait)
+	}
+}
+
+// markInterrupted writes, in the writer goroutine, the marks that wait,
+// in a transaction of their own; nil at once when none wait. The writer
+// calls it before every batch and writes the batch only if it succeeds.
+func (s *Store) markInterrupted(w *writer) error {
+	p := s.interrupted.Load()
+	if p == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(*p))
+	for id := range *p {
+		ids = append(ids, id)
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
 	var n int64
-	err := s.inTx(ctx, anyTasks, 1, func(w db) error {
+	req := &writeReq{effect: noTasks, rows: len(ids), done: make(chan error, 1), fn: func(w db) error {
 		res, err := w.exec(`UPDATE steps SET status = 'completed', output = NULL, additional_output = ?, is_last = 0, updated_at = ?
-			WHERE status = 'running'`, output, millis(time.Now()))
+			WHERE status = 'running' AND id IN (SELECT value FROM json_each(?))`, interruptedOutput, millis(time.Now()), string(list))
 		if err != nil {
 			return err
 		}
 		n, err = res.RowsAffected()
 		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("mark interrupted steps: %w", err)
+	}}
+	s.commit(w, []*writeReq{req})
+	if err := <-req.done; err != nil {
+		return fmt.Errorf("mark interrupted steps: %w", err)
 	}
-	return int(n), nil
+	s.interrupted.Store(nil)
+	if since := s.interruptedSince.Load(); since == 0 {
+		s.log.Warn("steps running when the last process stopped are marked failed (interrupted)", "steps", n)
+	} else {
+		s.log.Info("the disk has room again: steps running when the last process stopped are now recorded as failed (interrupted)",
+			"steps", n, "waited", time.Since(time.Unix(0, since)).Round(time.Second).String())
+	}
+	return nil
 }
 
 // StepSummaries summarises the steps of each of the agent's tasks named:
@@ -113,6 +274,7 @@ func (s *Store) StepSummaries(ctx context.Context, taskIDs []string) (map[string
 	for _, id := range taskIDs {
 		args = append(args, id)
 	}
+	left := s.leftRunning() // before the query: see leftRunning
 	err := s.readTx(ctx, func(r db) error {
 		rows, err := r.query(`SELECT id FROM tasks WHERE agent = ? AND id IN (`+marks+`)`, args...)
 		if err != nil {
@@ -132,7 +294,7 @@ func (s *Store) StepSummaries(ctx context.Context, taskIDs []string) (map[string
 		}
 		// One row per step: a page of tasks is at most 100, and a task's
 		// steps are bounded by its limit.
-		rows, err = r.query(`SELECT task_id, status, name, json_extract(additional_output, '$.error.code') IS NOT NULL
+		rows, err = r.query(`SELECT id, task_id, status, name, json_extract(additional_output, '$.error.code') IS NOT NULL
 			FROM steps WHERE task_id IN (`+marks+`) ORDER BY seq`, args[1:]...)
 		if err != nil {
 			return err
@@ -140,12 +302,15 @@ func (s *Store) StepSummaries(ctx context.Context, taskIDs []string) (map[string
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				taskID, status string
-				name           sql.NullString
-				failed         bool
+				id, taskID, status string
+				name               sql.NullString
+				failed             bool
 			)
-			if err := rows.Scan(&taskID, &status, &name, &failed); err != nil {
+			if err := rows.Scan(&id, &taskID, &status, &name, &failed); err != nil {
 				return err
+			}
+			if status == string(protocol.StatusRunning) && left[id] {
+				status, failed = string(protocol.StatusCompleted), true // as its mark will write it
 			}
 			sum, ok := out[taskID]
 			if !ok {

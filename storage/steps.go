@@ -114,6 +114,7 @@ func (s *Store) NextPlannedStep(ctx context.Context, taskID string) (*protocol.S
 // GetStep returns a step of a task with its artifacts, or protocol.ENOTFOUND
 // when the task has no such step.
 func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.Step, error) {
+	left := s.leftRunning() // before the query: see leftRunning
 	rows, err := s.reader(ctx).query(`
 		SELECT `+stepColumns+`, `+artifactColumns("a")+`
 		FROM steps s LEFT JOIN artifacts a ON a.step_id = s.id
@@ -129,6 +130,7 @@ func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.S
 	if len(steps) == 0 {
 		return nil, protocol.Errorf(protocol.ENOTFOUND, "step %q not found in task %q", stepID, taskID)
 	}
+	left.readAll(steps)
 	return &steps[0], nil
 }
 
@@ -138,6 +140,7 @@ func (s *Store) GetStep(ctx context.Context, taskID, stepID string) (*protocol.S
 func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) ([]protocol.Step, int, error) {
 	steps := []protocol.Step{}
 	var total int
+	left := s.leftRunning() // before the query: see leftRunning
 	err := s.readTx(ctx, func(r db) error {
 		if err := taskExists(r, taskID, s.agent); err != nil {
 			return err
@@ -162,6 +165,7 @@ func (s *Store) ListSteps(ctx context.Context, taskID string, p protocol.Page) (
 	if err != nil {
 		return nil, 0, fmt.Errorf("list steps: %w", err)
 	}
+	left.readAll(steps)
 	return steps, total, nil
 }
 

@@ -26,6 +26,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -38,7 +39,9 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/agentrt/agentrt/protocol"
 	sqlite "modernc.org/sqlite"
@@ -74,6 +77,16 @@ type core struct {
 	// schema is the number of migrations the database is at: all that
 	// are embedded, but in tests of older schemas.
 	schema int
+	// interrupted is the steps a dead process left running whose marks
+	// wait for disk room (leftRunning); nil when none wait.
+	interrupted atomic.Pointer[leftRunning]
+	// interruptedSince is when their marks were deferred, in Unix
+	// nanoseconds; 0 if they were not.
+	interruptedSince atomic.Int64
+	// retryFirst is how long retryInterrupted first waits; retryDone is
+	// closed once it has stopped (nil if it never started).
+	retryFirst time.Duration
+	retryDone  chan struct{}
 	writerState
 }
 
@@ -89,6 +102,10 @@ type Config struct {
 	// workspace file an upload's rollback could not put back) and errors
 	// nobody else sees.
 	Log *slog.Logger
+	// retryInterrupted, for tests, is how long the store first waits
+	// before it tries again to mark interrupted steps it could not mark
+	// for want of disk (0: interruptedRetry).
+	retryInterrupted time.Duration
 }
 
 // Open opens (creating if needed) the data directory dir, takes its lock,
@@ -120,7 +137,10 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, writerState: writerState{
+	if cfg.retryInterrupted == 0 {
+		cfg.retryInterrupted = interruptedRetry
+	}
+	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, retryFirst: cfg.retryInterrupted, writerState: writerState{
 		cache:  newTaskCache(),
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}}
@@ -139,7 +159,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
 	var err error
-	if s.write, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
+	if s.write, err = openDB("file:" + path + "?" + q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
 	// Writes come only from the writer goroutine, on one connection.
@@ -149,7 +169,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	s.write.SetConnMaxIdleTime(0)
 	w, err := newWriter(ctx, s.write)
 	if err != nil {
-		return fmt.Errorf("open database %s: %w", path, err)
+		return s.openError(path, err)
 	}
 	if err := s.migrate(ctx, w, schema); err != nil {
 		w.close()
@@ -161,7 +181,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	q.Del("_journal_mode") // persistent, set by the writer
 	q.Set("_query_only", "1")
 	q.Set("_txlock", "deferred")
-	if s.read, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode()); err != nil {
+	if s.read, err = openDB("file:" + path + "?" + q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
 	n := 2 * runtime.GOMAXPROCS(0)
@@ -171,7 +191,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	s.read.SetConnMaxLifetime(0)
 	s.read.SetConnMaxIdleTime(0)
 	if err := s.read.PingContext(ctx); err != nil {
-		return fmt.Errorf("open database %s: %w", path, err)
+		return s.openError(path, err)
 	}
 	unsettled, err := s.recoverStaging(ctx)
 	if err != nil {
@@ -182,12 +202,69 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 			return err
 		}
 	}
-	if n, err := s.failInterruptedSteps(ctx); err != nil {
+	if err := s.recoverInterruptedSteps(ctx); err != nil {
 		return err
-	} else if n > 0 {
-		s.log.Warn("steps running when the last process stopped are marked failed (interrupted)", "steps", n)
 	}
 	return s.sweepWorkspaceTemps(unsettled)
+}
+
+// openDB opens a pool of connections to the database of dsn that keep
+// its log (agentrt.db-wal) and the log's index (agentrt.db-shm) when the
+// last of them closes (SQLITE_FCNTL_PERSIST_WAL). SQLite removes both by
+// default, and must then make the index again (32 KiB) at the next open
+// before it can read anything: a data directory stopped cleanly and then
+// filled could not be opened to serve reads. The log stays the size it
+// grew to (a few MiB: it is checkpointed every thousand pages), after a
+// checkpoint that copied all of it into agentrt.db, which is whole
+// without it.
+func openDB(dsn string) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(persistWAL{c}), nil
+}
+
+// persistWAL makes each connection keep the log (openDB).
+type persistWAL struct{ driver.Connector }
+
+func (p persistWAL) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := p.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fc, ok := conn.(sqlite.FileControl)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("the SQLite driver's connection has no file controls")
+	}
+	if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("keep the database's log: %w", err)
+	}
+	return conn, nil
+}
+
+// openError is why the database at path could not be opened; on a full
+// disk, what it needs. SQLite needs room for its log's index (32 KiB)
+// when agentrt.db-shm is missing: a directory last closed by an agentrt
+// before openDB kept it, or one copied without it.
+func (s *Store) openError(path string, err error) error {
+	if isDiskFull(err) {
+		return fmt.Errorf("open database %s: the disk is full (%s free): SQLite needs at least 32 KiB to make %s-shm; free some space and start again: %w",
+			path, s.freeSpace(), filepath.Base(path), err)
+	}
+	return fmt.Errorf("open database %s: %w", path, err)
+}
+
+// freeSpace is the free space on the data directory's file system, for
+// messages.
+func (s *Store) freeSpace() string {
+	free, _, err := s.floor.statfs(s.dir)
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d bytes", free)
 }
 
 // Close closes the database and releases the directory's lock.
@@ -198,6 +275,9 @@ func (s *Store) Close() error {
 	s.closed = true
 	if s.writerStarted {
 		s.stopWriter()
+	}
+	if s.retryDone != nil {
+		<-s.retryDone // it stops once the writer has
 	}
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
@@ -258,10 +338,15 @@ func lockDir(dir string) (*os.File, error) {
 // once released, never changes. They run as SQLite's procedure for
 // rebuilding a table asks: with foreign keys off, checked with
 // foreign_key_check before each commits.
+//
+// A migration is a write, which a full disk refuses: the store does not
+// open then (this agentrt cannot read a database it has not migrated),
+// and the error says how much room to make (migrationError). The
+// migration is not applied: each commits whole or not at all.
 func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 	if _, err := w.conn.ExecContext(ctx,
 		`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
-		return err
+		return s.migrationError("the schema's version table", err)
 	}
 	names, err := fs.Glob(schema, "migrations/*.sql")
 	if err != nil {
@@ -305,7 +390,7 @@ func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 			return err
 		})
 		if err != nil {
-			return err
+			return s.migrationError(filepath.Base(name), err)
 		}
 	}
 	if _, err := w.conn.ExecContext(ctx, `PRAGMA foreign_keys = ON`); err != nil {
@@ -315,6 +400,24 @@ func (s *Store) migrate(ctx context.Context, w *writer, schema fs.FS) error {
 	// that disk back now rather than at the next clean shutdown.
 	_, err = w.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	return err
+}
+
+// migrationError is err, a migration's (what) failure; on a full disk it
+// names the room to make. A migration may rewrite tables, and SQLite
+// writes what it rewrites to the log before it commits: room for the
+// database again (agentrt.db and its log as they are) is always enough.
+func (s *Store) migrationError(what string, err error) error {
+	if !isDiskFull(err) {
+		return err
+	}
+	var size int64
+	for _, name := range []string{"agentrt.db", "agentrt.db-wal"} {
+		if fi, err := os.Stat(filepath.Join(s.dir, name)); err == nil {
+			size += fi.Size()
+		}
+	}
+	return fmt.Errorf("the disk is full (%s free), and upgrading the database's schema (%s) needs room to write: up to %d bytes, the database's size; it was not applied: free that much and start again: %w",
+		s.freeSpace(), what, size, err)
 }
 
 // checkForeignKeys fails if any row refers to a row that does not exist.
@@ -350,13 +453,17 @@ func storageError(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// isDiskFull reports whether err is a full disk: the system's, SQLite's
+// (its database or log could not grow), or SQLite's log index that could
+// not grow (SQLite writes a byte to each new page of it, so that a full
+// disk is an error rather than a fault on first use).
 func isDiskFull(err error) bool {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return true
 	}
 	var serr *sqlite.Error
 	if errors.As(err, &serr) {
-		return serr.Code()&0xff == sqlite3.SQLITE_FULL
+		return serr.Code()&0xff == sqlite3.SQLITE_FULL || serr.Code() == sqlite3.SQLITE_IOERR_SHMSIZE
 	}
 	return false
 }
@@ -378,9 +485,12 @@ func (s *Store) artifactPath(taskID, artifactID string) string {
 // recoverStaging finishes what a killed process left in staging/: uploads
 // placed in a workspace are kept or rolled back, bytes of a recorded
 // artifact move into place, anything else is removed. It returns the
-// placements it could not settle (the host's I/O failed), whose journal,
-// staged bytes and replaced file stay for the next start: it logs them and
-// goes on rather than refuse to start.
+// placements it could not settle (the host's I/O failed, or a full disk
+// refused a quarantined file's note), whose journal, staged bytes and
+// replaced file stay for the next start: it logs them and goes on rather
+// than refuse to start. Bytes it could not move into place or remove stay
+// in staging/ for the next start too (a recorded artifact's are served
+// from there meanwhile: OpenArtifact); it logs them once.
 func (s *Store) recoverStaging(ctx context.Context) (unsettled map[string]bool, err error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "staging"))
 	if err != nil {
@@ -411,24 +521,31 @@ func (s *Store) recoverStaging(ctx context.Context) (unsettled map[string]bool, 
 			unsettled[id] = true
 		}
 	}
+	var left []string
+	var firstErr error
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasSuffix(name, ".ws") || unsettled[name] {
 			continue
 		}
 		taskID, rec, err := recorded(name)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, fmt.Errorf("recover staged %s: %w", name, err)
-		case rec:
-			if err := s.promote(taskID, name); err != nil {
-				return nil, fmt.Errorf("recover staged %s: %w", name, err)
-			}
-		default:
-			if err := os.RemoveAll(filepath.Join(s.dir, "staging", name)); err != nil {
-				return nil, fmt.Errorf("remove staged %s: %w", name, err)
+		}
+		if rec {
+			err = s.promote(taskID, name)
+		} else {
+			err = os.RemoveAll(filepath.Join(s.dir, "staging", name))
+		}
+		if err != nil {
+			if left = append(left, name); len(left) == 1 {
+				firstErr = err
 			}
 		}
+	}
+	if len(left) > 0 {
+		s.log.Error("staged artifact bytes a stopped process left could not be moved into place or removed; they stay in staging/, are served from there, and the next start tries again",
+			"files", len(left), "first", filepath.Join(s.dir, "staging", left[0]), "err", firstErr)
 	}
 	return unsettled, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -188,8 +189,17 @@ func (s *Store) AgentNames(ctx context.Context) ([]string, error) {
 // returns how many there were: a data directory served one unnamed agent
 // before agents had names, and the agent that serves it now takes them.
 // The agent's tasks are numbered again in creation order, its count and
-// the other agent's made right.
+// the other agent's made right. When from has no tasks, as at every start
+// but the first after agents had names, it writes nothing: a start on a
+// full disk is not refused for a write of nothing.
 func (s *Store) AdoptTasks(ctx context.Context, from string) (int, error) {
+	var one int
+	switch err := s.reader(ctx).scanOne(`SELECT 1 FROM tasks WHERE agent = ? LIMIT 1`, []any{from}, &one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("adopt tasks: %w", err)
+	}
 	var n int64
 	err := s.inTx(ctx, anyTasks, 1, func(w db) error {
 		res, err := w.exec(`UPDATE tasks SET agent = ?, position = NULL WHERE agent = ?`, s.agent, from)

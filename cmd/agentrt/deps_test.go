@@ -31,6 +31,9 @@ var allowedImports = map[string][]string{
 	"protocol/client":      {},
 	"protocol/conformance": {},
 	"storage":              {"protocol", "github.com/google/uuid", "modernc.org/sqlite"},
+	// A small file system of a test's own, to fill: for tests of a
+	// full disk.
+	"storage/disktest": {},
 	// golang.org/x/sys/unix: memfd_create and mmap at an address, which
 	// snapshots' copy-on-write memory needs and package syscall lacks.
 	"runtime": {"protocol", "plugins/abi", "github.com/tetratelabs/wazero", "golang.org/x/sys"},
