@@ -70,6 +70,11 @@ build/agentrt: $(HOST_SRC)
 	@mkdir -p $(@D)
 	$(GO) build -o $@ ./cmd/agentrt
 
+# agentrt carries the kit's source (plugins/source.go embeds it), which
+# "agentrt new" writes into a project: a change to the kit rebuilds it.
+KIT_SRC := plugins/source.go $(shell find plugins/go plugins/rust/src -type f) plugins/rust/Cargo.toml
+build/agentrt: $(KIT_SRC)
+
 plugins: $(PLUGINS)
 
 $(PLUGIN_DIR)/%-go.wasm: $$(wildcard examples/$$*/go/*.go) $(GO_KIT)

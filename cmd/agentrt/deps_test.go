@@ -40,6 +40,8 @@ var allowedImports = map[string][]string{
 	"hostapi": {"protocol", "plugins/abi", "hostapi/egress", "github.com/tetratelabs/wazero"},
 	// Outbound HTTP under an agent's policy: it owns the network.
 	"hostapi/egress": {"plugins/abi"},
+	// The kit's own source, which agentrt carries for "agentrt new".
+	"plugins": {},
 	// What plugin authors import: nothing of the host.
 	"plugins/abi": {},
 	"plugins/go":  {"plugins/abi", "plugins/go/internal/harness"},
