@@ -12,19 +12,29 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/agentrt/agentrt/plugins"
+	"github.com/agentrt/agentrt/plugins/abi"
 )
 
 // "agentrt new" writes a ready plugin project: a handler, its test, and a
 // Makefile that builds it, tests it, runs it once in the sandbox (agentrt
-// call) and serves it with reloads (agentrt run --dev). The project
-// imports the kit from a checkout of agentrt (a replace in go.mod, a path
-// dependency in Cargo.toml) until the kit is published.
+// call) and serves it with reloads (agentrt run --dev). The project builds
+// with the kit this agentrt carries (plugins.Source), written into it as
+// .agentrt/kit, so that the binary alone makes a project that builds
+// offline; or, with --kit, with a checkout's plugins/, to work on the kit.
 
 //go:embed templates
 var templates embed.FS
+
+// projectKit is where a project keeps the kit agentrt new writes into it,
+// relative to the project: the kit module's files (go.mod, go/, abi/) for
+// Go and TinyGo, the crate (rust/) for Rust, and a VERSION file.
+const projectKit = ".agentrt/kit"
 
 const newUsage = `Usage: agentrt new go|tinygo|rust DIR [--name NAME] [--kit CHECKOUT]
 
@@ -37,8 +47,9 @@ handler, its test against the kit's in-memory host, and a Makefile:
   make dev      serve the agent, reloading NAME.wasm when it is rebuilt (agentrt run --dev)
 
 go and tinygo projects share their source; they differ in the compiler
-their Makefile runs. The kit comes from a checkout of agentrt: by default
-the one this agentrt was built in.
+their Makefile runs. The project builds with the kit of this agentrt,
+which new writes into DIR/` + projectKit + `: it needs nothing else, and no
+network. Its README says how to move to a published kit.
 
 Flags:
 `
@@ -51,9 +62,19 @@ type newProject struct {
 	Name string
 	// LibName is the Rust crate's library name (cargo's file name for it).
 	LibName string
-	// Kit is the kit to build with: the checkout's plugins/ for Go,
-	// plugins/rust for Rust.
+	// Kit is the kit to build with, as go.mod's replace or Cargo.toml's
+	// path names it: the kit module (plugins/ of a checkout, or
+	// ./.agentrt/kit) for Go, the crate (plugins/rust, .agentrt/kit/rust)
+	// for Rust.
 	Kit string
+	// Checkout is the agentrt checkout whose kit the project builds with
+	// (--kit); "" when it builds with the kit new writes into it.
+	Checkout string
+	// Version is the agentrt that wrote the project, and so the version of
+	// the kit it writes.
+	Version string
+	// GoVersion is the lowest Go the kit needs (its go.mod's go line).
+	GoVersion string
 	// Agentrt, TinyGo and Cargo are the commands the Makefile runs.
 	Agentrt, TinyGo, Cargo string
 	// missing says how to install the compiler the project needs when
@@ -70,7 +91,7 @@ func newCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	var name, kit string
 	fs.StringVar(&name, "name", "", "the agent's `NAME` (default: DIR's name)")
-	fs.StringVar(&kit, "kit", "", "the agentrt `CHECKOUT` whose kit the project builds with (default: the one this agentrt was built in)")
+	fs.StringVar(&kit, "kit", "", "build with the kit of the agentrt `CHECKOUT` (its plugins/), to work on the kit (default: write this agentrt's kit into DIR/"+projectKit+")")
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -89,11 +110,6 @@ func newCommand(args []string, stdout, stderr io.Writer) error {
 	if err := validProjectName(name); err != nil {
 		return &usageError{err.Error()}
 	}
-	if kit == "" {
-		if kit, err = findCheckout(); err != nil {
-			return err
-		}
-	}
 	p, err := projectFor(lang, name, kit)
 	if err != nil {
 		return err
@@ -109,42 +125,82 @@ func newCommand(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// projectFor describes the project of language lang for the checkout.
+// projectFor describes the project of language lang: one that builds with
+// the kit of checkout, or with the kit this agentrt carries when checkout
+// is "".
 func projectFor(lang, name, checkout string) (*newProject, error) {
-	abs, err := filepath.Abs(checkout)
-	if err != nil {
-		return nil, err
-	}
-	if err := isCheckout(abs); err != nil {
-		return nil, err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		self = "agentrt"
 	}
-	p := &newProject{Lang: lang, Name: name, LibName: strings.ReplaceAll(name, "-", "_"), Agentrt: self}
-	install := fmt.Sprintf("%s %s", filepath.Join(abs, "scripts", "toolchains.sh"), lang)
+	p := &newProject{Lang: lang, Name: name, LibName: strings.ReplaceAll(name, "-", "_"), Agentrt: self, Version: buildVersion()}
+	var kitGoMod []byte
+	if checkout == "" {
+		// Relative to the project, slash-separated wherever it is made.
+		p.Kit = "./" + projectKit
+		if lang == "rust" {
+			p.Kit = projectKit + "/rust"
+		}
+		kitGoMod, err = plugins.Source.ReadFile("go.mod")
+	} else {
+		if checkout, err = filepath.Abs(checkout); err != nil {
+			return nil, err
+		}
+		if err := isCheckout(checkout); err != nil {
+			return nil, err
+		}
+		p.Checkout = checkout
+		p.Kit = filepath.Join(checkout, "plugins")
+		if lang == "rust" {
+			p.Kit = filepath.Join(p.Kit, "rust")
+		}
+		kitGoMod, err = os.ReadFile(filepath.Join(checkout, "plugins", "go.mod"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the kit's go.mod: %w", err)
+	}
+	m := regexp.MustCompile(`(?m)^go (1\.[0-9]+(\.[0-9]+)?)$`).FindSubmatch(kitGoMod)
+	if m == nil {
+		return nil, fmt.Errorf("the kit's go.mod has no go line")
+	}
+	p.GoVersion = string(m[1])
 	switch lang {
 	case "rust":
-		p.Kit = filepath.Join(abs, "plugins", "rust")
 		var ok bool
 		if p.Cargo, ok = wasmCargo(); !ok {
-			p.missing = "No Rust here builds wasm32-unknown-unknown: add it with \"rustup target add wasm32-unknown-unknown\", or, on Debian, " + install + " installs Debian's."
+			p.missing = "No Rust here builds wasm32-unknown-unknown: add it with \"rustup target add wasm32-unknown-unknown\", or, on Debian, " + toolchainsHint(checkout, lang) + "."
 		}
 	case "tinygo":
 		var ok bool
 		if p.TinyGo, ok = tinygoCommand(); !ok {
-			p.missing = "TinyGo is not installed: " + install + " builds it (on Debian), or see https://tinygo.org/getting-started/install/."
+			p.missing = "TinyGo is not installed: " + toolchainsHint(checkout, lang) + ", or see https://tinygo.org/getting-started/install/."
 		}
-		fallthrough
-	default:
-		p.Kit = filepath.Join(abs, "plugins")
 	}
 	return p, nil
 }
 
+// toolchainsHint says how a Debian machine gets the compiler for lang
+// (tinygo or rust): with scripts/toolchains.sh of checkout, or of the
+// checkout this agentrt was built in, else as that script does.
+func toolchainsHint(checkout, lang string) string {
+	if checkout == "" {
+		checkout, _ = findCheckout()
+	}
+	switch {
+	case checkout != "" && lang == "rust":
+		return filepath.Join(checkout, "scripts", "toolchains.sh") + " rust installs Debian's"
+	case checkout != "":
+		return filepath.Join(checkout, "scripts", "toolchains.sh") + " tinygo builds it (on Debian)"
+	case lang == "rust":
+		return "apt-get install rustc cargo libstd-rust-dev-wasm32 lld-14 installs Debian's"
+	default:
+		return "scripts/toolchains.sh tinygo in a checkout of agentrt builds it (on Debian)"
+	}
+}
+
 // writeProject writes p's files into dir, which must not exist or be
-// empty.
+// empty: its templates' (those of templates/ and of the language's
+// directory), and the kit when p builds with this agentrt's.
 func writeProject(dir string, p *newProject) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%s is not empty: agentrt new writes a project into a new directory", dir)
@@ -155,34 +211,89 @@ func writeProject(dir string, p *newProject) error {
 	if p.Lang == "rust" {
 		src = "templates/rust"
 	}
-	return fs.WalkDir(templates, src, func(name string, d fs.DirEntry, err error) error {
+	shared, err := fs.Glob(templates, "templates/*.tmpl")
+	if err != nil {
+		return err
+	}
+	for _, name := range shared {
+		if err := writeTemplate(dir, "templates", name, p); err != nil {
+			return err
+		}
+	}
+	err = fs.WalkDir(templates, src, func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		text, err := templates.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		t, err := template.New(path.Base(name)).Funcs(projectQuoting).Parse(string(text))
-		if err != nil {
-			return fmt.Errorf("template %s: %w", name, err)
-		}
-		var out bytes.Buffer
-		if err := t.Execute(&out, p); err != nil {
-			return fmt.Errorf("template %s: %w", name, err)
-		}
-		rel := strings.TrimSuffix(strings.TrimPrefix(name, src+"/"), ".tmpl")
-		// The embedded tree holds no dot files: they are named without
-		// their dot there.
-		if rel == "gitignore" || strings.HasPrefix(rel, "cargo/") {
-			rel = "." + rel
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return fmt.Errorf("new project: %w", err)
-		}
-		return os.WriteFile(dst, out.Bytes(), 0o644)
+		return writeTemplate(dir, src, name, p)
 	})
+	if err != nil || p.Checkout != "" {
+		return err
+	}
+	return writeKit(filepath.Join(dir, filepath.FromSlash(projectKit)), p)
+}
+
+// writeTemplate writes the template name, of the directory src of
+// templates, filled with p, into dir.
+func writeTemplate(dir, src, name string, p *newProject) error {
+	text, err := templates.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	t, err := template.New(path.Base(name)).Funcs(projectQuoting).Parse(string(text))
+	if err != nil {
+		return fmt.Errorf("template %s: %w", name, err)
+	}
+	var out bytes.Buffer
+	if err := t.Execute(&out, p); err != nil {
+		return fmt.Errorf("template %s: %w", name, err)
+	}
+	rel := strings.TrimSuffix(strings.TrimPrefix(name, src+"/"), ".tmpl")
+	// The embedded tree holds no dot files: they are named without
+	// their dot there.
+	if rel == "gitignore" || strings.HasPrefix(rel, "cargo/") {
+		rel = "." + rel
+	}
+	return writeProjectFile(filepath.Join(dir, filepath.FromSlash(rel)), out.Bytes())
+}
+
+// writeKit writes the kit this agentrt carries into dir: for Go and TinyGo
+// the kit module without the Rust crate (go.mod, go/, abi/) and without
+// its tests, for Rust the crate alone (rust/); and VERSION, the agentrt it
+// comes from. It writes about 150 KB (Go) or 250 KB (Rust).
+func writeKit(dir string, p *newProject) error {
+	roots := []string{"go.mod", "go", "abi"}
+	if p.Lang == "rust" {
+		roots = []string{"rust"}
+	}
+	for _, root := range roots {
+		err := fs.WalkDir(plugins.Source, root, func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(name, "_test.go") {
+				return err
+			}
+			b, err := plugins.Source.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			return writeProjectFile(filepath.Join(dir, filepath.FromSlash(name)), b)
+		})
+		if err != nil {
+			return fmt.Errorf("write the kit: %w", err)
+		}
+	}
+	version := fmt.Sprintf("agentrt %s (plugin ABI %d)\n", p.Version, abi.Version)
+	return writeProjectFile(filepath.Join(dir, "VERSION"), []byte(version))
+}
+
+// writeProjectFile writes a file of a new project, and the directories it
+// is in.
+func writeProjectFile(name string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return fmt.Errorf("new project: %w", err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		return fmt.Errorf("new project: %w", err)
+	}
+	return nil
 }
 
 // projectQuoting writes a path into a project's files as each file's
@@ -249,16 +360,17 @@ func validProjectName(name string) error {
 	return nil
 }
 
-// findCheckout is the agentrt checkout this agentrt was built in: the
-// first directory above the executable that holds the kit
-// (build/agentrt in a checkout finds the checkout).
+// findCheckout is the agentrt checkout this agentrt runs from, if it runs
+// from one: the first directory above the executable that holds the kit
+// (build/agentrt in a checkout finds the checkout). A project is not
+// built from it (unless --kit names it), only its scripts are named.
 func findCheckout() (string, error) {
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
 	}
 	if err != nil {
-		return "", fmt.Errorf("find the agentrt checkout: %w; give it with -kit", err)
+		return "", fmt.Errorf("find the agentrt checkout: %w", err)
 	}
 	return checkoutAbove(self)
 }
@@ -270,7 +382,7 @@ func checkoutAbove(self string) (string, error) {
 			return dir, nil
 		}
 		if dir == filepath.Dir(dir) {
-			return "", fmt.Errorf("this agentrt (%s) is not in a checkout of agentrt, whose kit a project builds with (it is not published yet): give the checkout with -kit", self)
+			return "", fmt.Errorf("this agentrt (%s) is not in a checkout of agentrt", self)
 		}
 	}
 }

@@ -193,8 +193,8 @@ func TestNewFindsTheCheckoutAboveTheBinary(t *testing.T) {
 	if want, _ := filepath.Abs(repoRoot); filepath.Clean(got) != filepath.Clean(want) {
 		t.Errorf("found %s, want %s", got, want)
 	}
-	if _, err := checkoutAbove(filepath.Join(t.TempDir(), "bin", "agentrt")); err == nil || !strings.Contains(err.Error(), "-kit") {
-		t.Errorf("a binary outside a checkout: %v, want a hint to give -kit", err)
+	if dir, err := checkoutAbove(filepath.Join(t.TempDir(), "bin", "agentrt")); err == nil {
+		t.Errorf("a binary outside a checkout found the checkout %s", dir)
 	}
 }
 
