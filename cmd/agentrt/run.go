@@ -214,7 +214,7 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", cfg.logFormat, "server log format: text or json")
 	fs.BoolVar(&cfg.accessLog, "access-log", false, "log a line for every request answered, at info (never its headers: no API key is logged); costs create-task about 8% of its CPU")
-	fs.BoolVar(&cfg.requireAuth, "require-auth", false, "need an API key for every request but the health checks, even before any key exists (agentrt keys)")
+	fs.BoolVar(&cfg.requireAuth, "require-auth", false, "need an API key for every request but the health checks, even before any key exists; recorded in the data directory, so later starts need one too, until agentrt keys open (agentrt keys)")
 	fs.Func("cors-origins", "browser `ORIGINS` (comma-separated, e.g. https://app.example; * for any) allowed to call the server (default: none)", func(v string) error {
 		origins, err := corsOrigins(v)
 		cfg.cors.Origins = append(cfg.cors.Origins, origins...)
