@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -325,7 +326,11 @@ func (p *Plugin) load(ctx context.Context, code []byte) error {
 		}
 	}
 	compiled, err := compileModule(ctx, p.runtime, code)
-	if err != nil {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// The compiled code did not fit in the cache (Config.CacheDir):
+		// the caller may compile without it.
+		return fmt.Errorf("the compiled-code cache's disk is full: %w", err)
+	} else if err != nil {
 		return fmt.Errorf("does not compile: %v", firstLine(err))
 	}
 	p.compiled = compiled

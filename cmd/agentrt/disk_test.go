@@ -1,100 +1,73 @@
 package main
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/agentrt/agentrt/storage/disktest"
 )
 
-// mountTmpfs mounts a tmpfs of the given size at a new directory, for the
-// length of the test. It needs root, as "make test" runs on CI.
+// mountTmpfs mounts a tmpfs of the given size ("24m") at a new directory,
+// for the length of the test. It needs root, as "make test" runs on CI;
+// else it skips the test. disktest.Run does without.
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system to fill needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
+	return disktest.Mount(t, "size="+size)
 }
 
-// fill writes a file until the file system is full.
+// fill writes a file until the file system is full, to the last byte.
 func fill(t *testing.T, dir string) string {
 	t.Helper()
-	name := filepath.Join(dir, "filler")
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	for { // the last bytes
-		if _, err := f.Write(chunk[:512]); err != nil {
-			break
-		}
-	}
-	return name
+	return disktest.Fill(t, dir)
 }
 
 func TestAFullDiskIsAClearErrorAndLosesNothing(t *testing.T) {
-	mnt := mountTmpfs(t, "24m")
-	ts := serve(t, examplePlugin(t, "washington-go"), func(c *runConfig) { c.dataDir = filepath.Join(mnt, "data") })
-	task := ts.createTask(`{"input":"keep me"}`)
-	ts.step(task.TaskID, `{"input":"write Washington"}`)
-	ts.upload(task.TaskID, part{name: "file", fileName: "before.bin", value: strings.Repeat("b", 1<<20)}).want(t, 200)
-	before := snapshot(t, ts.URL)
+	disktest.Run(t, "size=24m", func(t *testing.T, mnt string) {
+		ts := serve(t, examplePlugin(t, "washington-go"), func(c *runConfig) { c.dataDir = filepath.Join(mnt, "data") })
+		task := ts.createTask(`{"input":"keep me"}`)
+		ts.step(task.TaskID, `{"input":"write Washington"}`)
+		ts.upload(task.TaskID, part{name: "file", fileName: "before.bin", value: strings.Repeat("b", 1<<20)}).want(t, 200)
+		before := snapshot(t, ts.URL)
 
-	filler := fill(t, mnt)
-	// An upload that cannot fit: 507, and nothing half-written remains.
-	ts.upload(task.TaskID, part{name: "file", fileName: "big.bin", value: strings.Repeat("x", 2<<20)}).
-		wantError(t, 507, "disk is full")
-	// Other writes fail the same way or, if SQLite still has room in its
-	// files, succeed; never a 500.
-	for _, try := range []func() *response{
-		func() *response { return ts.do("POST", "/ap/v1/agent/tasks", "", `{"input":"while full"}`) },
-		func() *response {
-			return ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"write Washington"}`)
-		},
-	} {
-		res := try()
-		if res.status != 200 && res.status != 507 {
-			t.Errorf("a write on a full disk answered %d: %s", res.status, res.body)
+		filler := fill(t, mnt)
+		// An upload that cannot fit: 507, and nothing half-written remains.
+		ts.upload(task.TaskID, part{name: "file", fileName: "big.bin", value: strings.Repeat("x", 2<<20)}).
+			wantError(t, 507, "disk is full")
+		// Other writes fail the same way or, if SQLite still has room in its
+		// files, succeed; never a 500.
+		for _, try := range []func() *response{
+			func() *response { return ts.do("POST", "/ap/v1/agent/tasks", "", `{"input":"while full"}`) },
+			func() *response {
+				return ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "", `{"input":"write Washington"}`)
+			},
+		} {
+			res := try()
+			if res.status != 200 && res.status != 507 {
+				t.Errorf("a write on a full disk answered %d: %s", res.status, res.body)
+			}
+			if res.status == 507 {
+				res.wantError(t, 507, "disk is full")
+			}
 		}
-		if res.status == 507 {
-			res.wantError(t, 507, "disk is full")
-		}
-	}
-	// Reads go on.
-	ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID, "", "").want(t, 200)
+		// Reads go on.
+		ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID, "", "").want(t, 200)
 
-	os.Remove(filler)
-	assertNoStrayFiles(t, ts.cfg.dataDir)
-	// Once there is room again, everything acknowledged before is intact
-	// and writes work.
-	after := snapshot(t, ts.URL)
-	for _, line := range strings.Split(before, "\n") {
-		if strings.Contains(line, `"tasks":`) || strings.Contains(line, `"steps":`) {
-			continue // lists may have grown by a write that still fitted
+		os.Remove(filler)
+		assertNoStrayFiles(t, ts.cfg.dataDir)
+		// Once there is room again, everything acknowledged before is intact
+		// and writes work.
+		after := snapshot(t, ts.URL)
+		for _, line := range strings.Split(before, "\n") {
+			if strings.Contains(line, `"tasks":`) || strings.Contains(line, `"steps":`) {
+				continue // lists may have grown by a write that still fitted
+			}
+			if !strings.Contains(after, line) {
+				t.Errorf("acknowledged before the disk filled, changed after: %.300s", line)
+			}
 		}
-		if !strings.Contains(after, line) {
-			t.Errorf("acknowledged before the disk filled, changed after: %.300s", line)
-		}
-	}
-	ts.upload(task.TaskID, part{name: "file", fileName: "after.bin", value: "room again"}).want(t, 200)
-	ts.createTask(`{"input":"after"}`)
+		ts.upload(task.TaskID, part{name: "file", fileName: "after.bin", value: "room again"}).want(t, 200)
+		ts.createTask(`{"input":"after"}`)
+	})
 }

@@ -14,6 +14,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentrt/agentrt/hostapi"
@@ -211,12 +212,19 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agen
 		NoSnapshots: !f.cfg.snapshots,
 		Version:     buildVersion(),
 	}
-	var p *runtime.Plugin
-	var err error
-	if code != nil {
-		p, err = runtime.Compile(ctx, path, code, cfg)
-	} else {
-		p, err = runtime.Load(ctx, path, cfg)
+	load := func() (*runtime.Plugin, error) {
+		if code != nil {
+			return runtime.Compile(ctx, path, code, cfg)
+		}
+		return runtime.Load(ctx, path, cfg)
+	}
+	p, err := load()
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// The compiled code did not fit in the cache: a full disk must
+		// not keep the server from starting, nor a plugin from loading.
+		f.log.Warn("the compiled-code cache's disk is full: the plugin is compiled without it, at each load, until there is room", "plugin", path, "cache", f.cacheDir, "err", err)
+		cfg.CacheDir = ""
+		p, err = load()
 	}
 	if err != nil {
 		return nil, nil, err

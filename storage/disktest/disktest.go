@@ -6,79 +6,115 @@
 package disktest
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
-// Mount mounts a tmpfs with options (mount(8)'s -o: "size=24m", or
-// "size=8m,nr_inodes=64" to bound its files too) for the length of the
-// test and returns the path of its top directory, which the test and the
-// processes it starts use as any directory.
+// Run runs test on a tmpfs of its own, mounted with options (mount(8)'s
+// -o: "size=24m", or "size=8m,nr_inodes=64" to bound its files too) at
+// dir for the length of the test. It never skips the test.
 //
-// As root (as CI runs the tests) it mounts it on a new directory. Where
-// that is not allowed (a user's clone; a container), it mounts it in a
-// user and mount namespace of its own, where an unprivileged user may
-// mount a tmpfs, held open by a shell that lives as long as the test; the
-// path it returns reaches the file system through that shell's root
-// (/proc/PID/root/...). It fails the test, never skips it, where neither
-// can be done (a kernel or container that forbids user namespaces).
-// Setting AGENTRT_TEST_USERNS=1 takes the second way even as root.
-func Mount(t testing.TB, options string) string {
+// As root (as CI runs the tests) it mounts the file system and runs test.
+// Where it may not (a user's clone; a container), it runs the test again,
+// alone, in a process of its own in a new user and mount namespace, where
+// an unprivileged user may mount a tmpfs and which the processes the test
+// starts share; the test passes or fails as it does there. The test must
+// call Run first: what it does before runs twice then. It fails where
+// neither can be done (a kernel or container that forbids user
+// namespaces). Setting AGENTRT_TEST_USERNS=1 takes the second way even
+// as root.
+func Run(t *testing.T, options string, test func(t *testing.T, dir string)) {
 	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() == 0 && os.Getenv("AGENTRT_TEST_USERNS") != "1" {
-		out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput()
+	inside := os.Getenv(namespaceEnv) == "1"
+	if inside || os.Geteuid() == 0 && os.Getenv("AGENTRT_TEST_USERNS") != "1" {
+		dir, err := mount(t, options)
 		if err == nil {
-			t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-			return dir
+			test(t, dir)
+			return
 		}
-		t.Logf("mount tmpfs as root: %v: %s; mounting it in a user namespace instead", err, strings.TrimSpace(string(out)))
+		if inside {
+			t.Fatalf("mount a tmpfs in a user namespace: %v", err)
+		}
+		t.Logf("mount a tmpfs as root: %v; running the test in a user namespace instead", err)
 	}
-	return mountInNamespace(t, options, dir)
+	runInNamespace(t)
 }
 
-// mountInNamespace mounts the tmpfs at dir in a new user and mount
-// namespace, held by a shell until the test ends.
-func mountInNamespace(t testing.TB, options, dir string) string {
+// Mount mounts a tmpfs with options (as Run) for the length of the test
+// and returns its directory, if the test runs as root; else it skips the
+// test. Run does not skip.
+func Mount(t testing.TB, options string) string {
 	t.Helper()
-	// The shell mounts, says so, and waits for its input to close.
-	cmd := exec.Command("/bin/sh", "-c", `mount -t tmpfs -o "$1" tmpfs "$2" && echo mounted && read -r _`, "sh", options, dir)
+	if os.Geteuid() != 0 && os.Getenv(namespaceEnv) != "1" {
+		t.Skip("mounting a small file system to fill needs root (disktest.Run does without)")
+	}
+	dir, err := mount(t, options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// namespaceEnv is set for a test that runInNamespace runs.
+const namespaceEnv = "AGENTRT_DISKTEST_NAMESPACE"
+
+// mount mounts a tmpfs with options at a new directory until the test
+// ends.
+func mount(t testing.TB, options string) (string, error) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mount -t tmpfs -o %s: %v: %s", options, err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir, nil
+}
+
+// runInNamespace runs the test t alone, in this test binary started again
+// in a new user namespace, where this user is root, and a new mount
+// namespace, where it may mount a tmpfs; t passes or fails as it does
+// there.
+func runInNamespace(t *testing.T) {
+	t.Helper()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run []string
+	for _, name := range strings.Split(t.Name(), "/") {
+		run = append(run, "^"+regexp.QuoteMeta(name)+"$")
+	}
+	args := []string{"-test.run=" + strings.Join(run, "/"), "-test.count=1", "-test.v"}
+	if d, ok := t.Deadline(); ok {
+		args = append(args, "-test.timeout="+time.Until(d).String())
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), namespaceEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err != nil && !errors.As(err, &exit):
 		t.Fatalf("mounting a small file system to fill needs root, or a user namespace to mount it in, and this system allows neither: %v", err)
+	case err != nil:
+		t.Fatalf("in a user namespace of its own, the test failed:\n%s", out)
+	case !strings.Contains(string(out), "--- PASS: "+t.Name()+" "):
+		t.Fatalf("in a user namespace of its own, the test did not run:\n%s", out)
 	}
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "mounted" {
-		stdin.Close()
-		cmd.Wait()
-		t.Fatalf("mount a tmpfs in a user namespace: %s", strings.TrimSpace(stderr.String()))
+	if testing.Verbose() {
+		t.Logf("ran in a user namespace of its own:\n%s", out)
 	}
-	t.Cleanup(func() {
-		stdin.Close() // the shell exits, and the file system with its namespace
-		cmd.Wait()
-	})
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", cmd.Process.Pid), dir)
 }
 
 // Fill writes a file in dir until the file system is full, to its last
@@ -134,4 +170,3 @@ func Free(t testing.TB, dir string) int64 {
 	}
 	return int64(st.Bavail) * int64(st.Bsize)
 }
-
