@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -81,10 +85,11 @@ func keptEverywhere(t *testing.T, ts *testServer, taskIDs ...string) map[string]
 }
 
 // wantSecretNowhere fails for each place of seen that holds value, as it
-// is or as JSON, a URL or base64 would write it.
+// is or as JSON, %q, a URL or base64 would write it, once or twice
+// (secretForms).
 func wantSecretNowhere(t *testing.T, seen map[string][]byte, value string) {
 	t.Helper()
-	forms := []string{value, url.QueryEscape(value), base64.StdEncoding.EncodeToString([]byte(value))}
+	forms := append(secretForms(value), base64.StdEncoding.EncodeToString([]byte(value)))
 	for where, b := range seen {
 		for _, f := range forms {
 			if bytes.Contains(b, []byte(f)) {
@@ -169,5 +174,136 @@ func TestASecretReachesItsDestinationOnlyAndNeitherThePluginNorAgentrtKeepsIt(t 
 	}
 	if artifacts != 1 {
 		t.Errorf("%d published artifacts searched, want 1", artifacts)
+	}
+}
+
+// A bound server that reflects the key into the URL it redirects to, or
+// into a URL the next hop would get as Referer, cannot make agentrt send
+// it to a destination it is not bound to; nor can one that answers what
+// Go quotes in an error get it to the plugin.
+func TestASecretIsNeverSentOnToADestinationItIsNotBoundTo(t *testing.T) {
+	const key = "sk:live@key!$*'()+=,;~5e1d"
+	t.Setenv("LEAK_KEY", key)
+	referers := make(chan string, 8)
+	other := startLoopback(t, func(w http.ResponseWriter, r *http.Request) { referers <- r.Header.Get("Referer") })
+	echo := startLoopback(t, func(w http.ResponseWriter, r *http.Request) {
+		k := r.Header.Get("X-Api-Key")
+		switch r.URL.Path {
+		case "/v1/query":
+			http.Redirect(w, r, other.at("other.test", "/x?key="+k), http.StatusFound)
+		case "/v1/escaped":
+			http.Redirect(w, r, other.at("other.test", "/x?key="+url.QueryEscape(k)), http.StatusFound)
+		case "/v1/base64":
+			http.Redirect(w, r, other.at("other.test", "/x?key="+base64.RawURLEncoding.EncodeToString([]byte(k))), http.StatusTemporaryRedirect)
+		case "/v1/referer":
+			// Where the key is bound, a URL may hold it; net/http would
+			// send that URL on as Referer.
+			http.Redirect(w, r, "/v1/next?key="+url.QueryEscape(k), http.StatusFound)
+		case "/v1/next":
+			http.Redirect(w, r, other.at("other.test", "/plain"), http.StatusFound)
+		}
+	})
+	ts := serveCaller(t, "--allow-http", "caller="+echo.at("api.test", "/v1"), "--allow-http", "caller="+other.at("other.test", "/"),
+		"--allow-private-host", "api.test", "--allow-private-host", "other.test",
+		"--secret-env", "caller=LEAK_KEY@"+echo.at("api.test", "/v1"))
+	task := ts.createTask(`{}`)
+	headers := [][2]string{{"X-Api-Key", "{{secret:LEAK_KEY}}"}}
+	for _, path := range []string{"/v1/query", "/v1/escaped", "/v1/base64"} {
+		o := ts.callIn(task.TaskID, map[string]any{"url": echo.at("api.test", path), "headers": headers, "method": "POST", "body": "b"})
+		wantRefused(t, o, "not_allowed", "holds, in its URL, the value of a secret that is not bound to that destination")
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Fatalf("the destination the key is not bound to got %d requests", n)
+	}
+	o := ts.callIn(task.TaskID, map[string]any{"url": echo.at("api.test", "/v1/referer"), "headers": headers})
+	if o.Status != 200 || o.URL != other.at("other.test", "/plain") {
+		t.Fatalf("the chain through a URL holding the key: %+v", o)
+	}
+	if ref := <-referers; ref != "" { // the last hop answered: it sent its Referer first
+		t.Errorf("the last hop got Referer %q", ref)
+	}
+	seen := keptEverywhere(t, ts, task.TaskID)
+	wantSecretNowhere(t, seen, key)
+	if !strings.Contains(string(seen["the server's log"]), "secret=LEAK_KEY") {
+		t.Errorf("the operator's log does not name the secret a refused request carried")
+	}
+}
+
+// rawServer answers each request on loopback with answer, as it is.
+func rawServer(t *testing.T, answer string) (port string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				conn.Write([]byte(answer))
+			}()
+		}
+	}()
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+func TestAnErrorGoWritesQuotingASecretAServerSentReachesThePluginAsItsPlaceholder(t *testing.T) {
+	// Quotes, a backslash, what JSON escapes for HTML and a rune Go's %q
+	// escapes: %q and JSON write it each their own way.
+	const key = "sk-\"quoted\"<&>\\back-é\u200b-5e1d"
+	t.Setenv("QUOTED_KEY", key)
+	port := rawServer(t, "HTTP/1.1 200 OK\r\nX-Invalid "+key+"\r\n\r\n")
+	origin := "http://api.test:" + port
+	ts := serveCaller(t, "--allow-http", "caller="+origin+"/", "--allow-private-host", "api.test",
+		"--secret-env", "caller=QUOTED_KEY@"+origin+"/")
+	task := ts.createTask(`{}`)
+	o := ts.callIn(task.TaskID, map[string]any{"url": origin + "/v1", "headers": [][2]string{{"Authorization", "Bearer {{secret:QUOTED_KEY}}"}}})
+	wantRefused(t, o, "io", `malformed MIME header: missing colon: "X-Invalid {{secret:QUOTED_KEY}}"`)
+	wantSecretNowhere(t, keptEverywhere(t, ts, task.TaskID), key)
+}
+
+func TestEveryRedirectCountsAgainstTheCallsOutboundRequests(t *testing.T) {
+	var hops atomic.Int64
+	s := startLoopback(t, func(w http.ResponseWriter, r *http.Request) {
+		hops.Add(1)
+		if n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/r/")); n > 0 {
+			http.Redirect(w, r, fmt.Sprintf("/r/%d", n-1), http.StatusFound)
+		}
+	})
+	ts := serveCaller(t, "--allow-http", "caller="+s.at("api.test", "/"), "--allow-private-host", "api.test", "--max-http-requests", "4")
+	// 3 of 4 for the first (a request and 2 redirects); the second stops
+	// at its first redirect.
+	o := ts.call(map[string]any{"url": s.at("api.test", "/r/2"), "requests": 2})
+	if o.Made != 1 {
+		t.Errorf("made %d requests, want 1: %+v", o.Made, o)
+	}
+	wantRefused(t, o, "limit", "at most 4 outbound requests (each redirect followed is one)")
+	if n := hops.Load(); n != 4 {
+		t.Errorf("%d requests reached the server, want 4", n)
+	}
+}
+
+func TestAnOutboundRequestsSecretsCountAtTheirLongestAgainstTheHeadersBound(t *testing.T) {
+	s := startLoopback(t, func(w http.ResponseWriter, r *http.Request) {})
+	t.Setenv("SHORT_KEY", "sk-short")
+	ts := serveCaller(t, "--allow-http", "caller="+s.at("api.test", "/"), "--allow-private-host", "api.test",
+		"--secret-env", "caller=SHORT_KEY@"+s.at("api.test", "/"))
+	o := ts.call(map[string]any{"url": s.at("api.test", "/"), "headers": [][2]string{{"X-Keys", strings.Repeat("{{secret:SHORT_KEY}}", 4)}}})
+	wantRefused(t, o, "invalid", "over 16384 bytes with each of its 4 secret placeholders counted as 4096 bytes")
+	if n := s.hits.Load(); n != 0 {
+		t.Errorf("%d requests were sent", n)
 	}
 }
