@@ -94,10 +94,10 @@ func (c *Call) Input() []byte { return c.input }
 func (c *Call) Deadline() time.Time { return c.deadline }
 
 // SetResult keeps the handler's result message, replacing an earlier one.
-// It must be one JSON value agentrt can store and serve (CheckJSON: UTF-8,
-// no lone surrogates, nested at most MaxJSONDepth deep), within the result
-// limit; otherwise it is refused and, unless a later one replaces it, the
-// call fails.
+// It must be one JSON value agentrt can store and serve (CheckJSON: I-JSON,
+// so UTF-8, no lone surrogates, no duplicate names, numbers a double holds;
+// nested at most MaxJSONDepth deep), within the result limit; otherwise it
+// is refused and, unless a later one replaces it, the call fails.
 func (c *Call) SetResult(b []byte) error {
 	if max := c.build.Limits.MaxResultBytes; len(b) > max {
 		c.resultErr = Errorf(ETOOLARGE, "result of %d bytes is over the limit of %d bytes", len(b), max)

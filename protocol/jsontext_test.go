@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,7 +45,6 @@ var jsonTextCases = []struct{ in, err string }{
 	{"[ \n]", ""},
 	{`{"a":[1,{"b":null}],"c":true,"d":false,"e":"x"}`, ""},
 	{` { "a" : [ 1 , 2 ] , "b" : { } } `, ""},
-	{`{"a":1,"a":2}`, ""}, // RFC 8259 only says keys SHOULD be unique
 	{strings.Repeat("[", 100) + strings.Repeat("]", 100), ""},
 	{strings.Repeat(`{"a":`, 99) + `{}` + strings.Repeat("}", 99), ""},
 
@@ -160,6 +161,59 @@ var jsonTextCases = []struct{ in, err string }{
 	// Nesting.
 	{strings.Repeat("[", 101) + strings.Repeat("]", 101), "nested deeper than 100 levels at byte 100"},
 	{strings.Repeat(`{"a":`, 101) + "1" + strings.Repeat("}", 101), "nested deeper than 100 levels at byte 500"},
+
+	// I-JSON (RFC 7493): numbers a double holds, of a bounded length.
+	{`1.7976931348623157e308`, ""}, // the largest double
+	{`-1.7976931348623157e308`, ""},
+	{`1.7976931348623158e308`, ""}, // rounds down to it, in every reader
+	{`[179769313486231570e291]`, ""},
+	{`0.0017976931348623157e311`, ""},
+	{`1.7976931348623159e308`, "number out of range at the top level (byte 0)"}, // rounds to Infinity
+	{`1.8e308`, "number out of range at the top level (byte 0)"},
+	{`-1e400`, "number out of range at the top level (byte 0)"},
+	{`[0, 1e400]`, "number out of range at [1] (byte 4)"},
+	{`{"a":{"b":[1,2,3,-1.8E+308]}}`, "number out of range at a.b[3] (byte 17)"},
+	{`10e308`, "number out of range"},
+	{`1e99999999999`, "number out of range"}, // an exponent past any integer type
+	{`1e` + strings.Repeat("9", 98), "number out of range"},
+	{`0.001e312`, "number out of range"},
+	{`1e-400`, ""}, // underflows to 0, alike in every reader
+	{`-1e-400`, ""},
+	{`4.9e-324`, ""}, // the smallest subnormal
+	{`1e-99999999999`, ""},
+	{`0e99999999999`, ""}, // zero, whatever the exponent
+	{`-0.000e400`, ""},
+	{`9007199254740993`, ""},                         // past 2^53: doubles round it, integer readers keep it
+	{`-123456789012345678901234567890123456789`, ""}, // so past 2^64
+	{`1` + strings.Repeat("0", 99), ""},              // 100 bytes
+	{`-0.` + strings.Repeat("0", 96) + `1`, ""},
+	{`1` + strings.Repeat("0", 100), "number too long at the top level (byte 0): 101 bytes, over the 100 a number may take"},
+	{`{"n":-` + strings.Repeat("7", 100000) + `}`, "number too long at n (byte 5): 100001 bytes"},
+	{`1.` + strings.Repeat("5", 97) + `e1`, "number too long"},
+	{`1e` + strings.Repeat("0", 99), "number too long"},
+
+	// I-JSON: member names unique within an object, compared as decoded.
+	{`{"a":1,"a":2}`, "duplicate member name at a (byte 7)"},
+	{`{"a":1,"\u0061":2}`, "duplicate member name at a (byte 7)"},
+	{`{"\u0061":1,"a":2}`, "duplicate member name at a (byte 12)"},
+	{`{"a\/b":1,"a/b":2}`, `duplicate member name at ["a/b"] (byte 10)`},
+	{`{"é":1,"\u00E9":2}`, `duplicate member name at ["é"] (byte 8)`},
+	{`{"\ud83d\ude00":1,"😀":2}`, `duplicate member name at ["😀"] (byte 18)`},
+	{`{"\n":1,"\u000a":2}`, `duplicate member name at ["\n"] (byte 8)`},
+	{`{"":1,"":2}`, `duplicate member name at [""] (byte 6)`},
+	{`{"a":{},"a":{}}`, "duplicate member name at a (byte 8)"},
+	{`{"a":{"b":[1,{"c":null,"d":0,"c":true}]}}`, "duplicate member name at a.b[1].c (byte 29)"},
+	{`{"x":"[,{\"","y":{"z":0,"z":0}}`, "duplicate member name at y.z (byte 24)"},
+	{`{"a b":[{"k":1,"k":2}]}`, `duplicate member name at ["a b"][0].k (byte 15)`},
+	{`{"a":1,"b":2,"a":3}`, "duplicate member name at a (byte 13)"},
+	{`{"A":1,"a":2}`, ""},             // names differ in case
+	{`{"é":1,"e\u0301":2}`, ""},       // nor normalized: é and e + U+0301 differ
+	{`{"a":{"x":1},"b":{"x":1}}`, ""}, // names of different objects
+	{`[{"a":1},{"a":1}]`, ""},         // objects in an array
+	{`{"a":{"a":{"a":1}},"b":{"a":2}}`, ""},
+	{`{"ab":1,"a":2,"b":3,"\u0062a":4}`, ""},
+	{`{"a":1,"a":2`, "duplicate member name at a (byte 7)"}, // before the text ends
+	{`{"a":1,"a"}`, "duplicate member name at a (byte 7)"},  // before the colon it lacks
 }
 
 func TestCheckJSON(t *testing.T) {
@@ -279,12 +333,33 @@ func TestHasJSONSpecialFindsEveryByteAnywhere(t *testing.T) {
 const jsonMutationBase = `{"a":[1,-2.5e+3,0,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"],` +
 	`"日本":{"k":[],"l":{}}, "z" : "\ufffd` + "\xef\xbf\xbd" + `\udbff\udfff" }`
 
+// ijsonMutationBase is I-JSON with names one byte from each other and numbers one
+// digit from the largest double, from 2^53 and from the longest number: cut short and
+// broken byte by byte, it makes duplicates and numbers out of range or too long.
+const ijsonMutationBase = `{"e":[1.7976931348623157e308,9007199254740993,1e-400,` +
+	`1234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890],` +
+	`"u":{"e":0,"0":{},"eu":1,"\u0075e":2,"-":{}},"0e":{}, "ue" :0}`
+
 func TestCheckJSONAgreesWithEncodingJSON(t *testing.T) {
 	inputs := [][]byte{}
 	for _, tc := range jsonTextCases {
 		inputs = append(inputs, []byte(tc.in))
 	}
-	base := jsonMutationBase
+	for _, base := range []string{jsonMutationBase, ijsonMutationBase} {
+		if err := CheckJSON([]byte(base), MaxJSONDepth); err != nil {
+			t.Fatalf("CheckJSON(%q) = %v", base, err)
+		}
+		inputs = append(inputs, mutationsOf(base)...)
+	}
+	for _, in := range inputs {
+		checkAgainstReference(t, in)
+	}
+}
+
+// mutationsOf is base cut short at each byte, and with each byte taken out, replaced
+// and preceded by each of a few strays.
+func mutationsOf(base string) [][]byte {
+	var inputs [][]byte
 	for i := range len(base) + 1 {
 		inputs = append(inputs, []byte(base[:i]), []byte(base[:i]+base[min(i+1, len(base)):]))
 		const strays = "\"\\[]{}:,0-e.u \x00\x1f\x7f\xff\xc3\xed"
@@ -295,36 +370,43 @@ func TestCheckJSONAgreesWithEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	for _, in := range inputs {
-		checkAgainstReference(t, in)
-	}
+	return inputs
 }
 
-// FuzzCheckJSON checks that CheckJSON accepts exactly what encoding/json and
-// unicode/utf8 say it should, and refuses the rest at the right byte.
+// FuzzCheckJSON checks that CheckJSON accepts exactly what encoding/json,
+// unicode/utf8 and strconv say it should (I-JSON: no duplicate names, no number
+// that is ±Inf as a double or longer than MaxJSONNumberBytes), that encoding/json
+// decodes what it accepts into an any, and that it refuses the rest at the right
+// byte and for the right reason.
 func FuzzCheckJSON(f *testing.F) {
 	for _, tc := range jsonTextCases {
 		f.Add([]byte(tc.in))
 	}
 	f.Add([]byte(jsonMutationBase))
+	f.Add([]byte(ijsonMutationBase))
 	f.Fuzz(checkAgainstReference)
 }
 
-// jsonReference is what encoding/json and unicode/utf8 say about a text, worked out
-// without any of CheckJSON's code.
+// jsonReference is what encoding/json, unicode/utf8 and strconv say about a text,
+// worked out without any of CheckJSON's code.
 type jsonReference struct {
-	ok        bool   // one JSON value (nested at most 10000 deep) in valid UTF-8 with no lone surrogate
+	ok        bool   // one I-JSON value (nested at most 10000 deep): valid UTF-8, no lone surrogate, no duplicate name, numbers a double holds
 	refused   bool   // json.Unmarshal refuses it
 	syntaxAt  int    // the first byte json.Unmarshal refuses, len(b) for the end; -1 for none, or where its offsets do not say (jsonOffsetsV1)
 	syntaxMsg string // and what it says there
 	utf8At    int    // the first byte that is not UTF-8; -1 for none
 	depth     int    // if ok, how deeply arrays and objects nest
 	fourthAt  int    // if ok, the offset of the first bracket that opens a fourth level; -1 for none
+
+	// The first number or member name of the value that I-JSON refuses, in the text
+	// before json.Unmarshal refuses anything; -1 for none.
+	ijsonAt    int
+	ijsonFault jsonFault
 }
 
 func referenceJSON(t *testing.T, b []byte) jsonReference {
 	t.Helper()
-	ref := jsonReference{syntaxAt: -1, utf8At: -1, fourthAt: -1}
+	ref := jsonReference{syntaxAt: -1, utf8At: -1, fourthAt: -1, ijsonAt: -1}
 	var raw json.RawMessage
 	var syntax *json.SyntaxError
 	if err := json.Unmarshal(b, &raw); errors.As(err, &syntax) {
@@ -349,42 +431,102 @@ func referenceJSON(t *testing.T, b []byte) jsonReference {
 		}
 		i += n
 	}
-	if ref.refused || ref.utf8At >= 0 {
-		return ref
-	}
 
 	// encoding/json decodes each lone surrogate to one U+FFFD; in valid UTF-8 the
 	// only other sources of U+FFFD are U+FFFD written out and its escape \ufffd. So
 	// b has a lone surrogate exactly when its decoded strings hold more U+FFFD than
 	// b writes out. (Asking only whether they hold one b does not write out would
 	// miss a lone surrogate beside a real U+FFFD.) json.Decoder.Token yields every
-	// key, where decoding into a map would merge equal ones.
+	// key, where decoding into a map would merge equal ones; and it yields the tokens
+	// before a syntax error, where I-JSON's rules are looked for too: names decoded
+	// by encoding/json compared in a map per object, numbers read by
+	// strconv.ParseFloat.
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	decoded, depth := 0, 0
+	type container struct {
+		names    map[string]bool // an object's names so far; nil for an array
+		wantName bool            // the object's next token is a name (or its end)
+	}
+	var open []container
+	fault := func(at int, f jsonFault) {
+		if ref.ijsonAt < 0 {
+			ref.ijsonAt, ref.ijsonFault = at, f
+		}
+	}
+	// valueEnded notes that a value of the innermost container has ended.
+	valueEnded := func() {
+		if len(open) > 0 && open[len(open)-1].names != nil {
+			open[len(open)-1].wantName = true
+		}
+	}
 	for {
+		before := dec.InputOffset()
 		tok, err := dec.Token()
 		if err == io.EOF {
 			break
 		} else if err != nil {
-			t.Fatalf("json.Decoder.Token(%q): %v", b, err)
+			if !ref.refused && ref.utf8At < 0 {
+				t.Fatalf("json.Decoder.Token(%q): %v", b, err)
+			}
+			break
 		}
+		text := bytes.TrimLeft(b[before:dec.InputOffset()], " \t\r\n,:")
+		at := int(dec.InputOffset()) - len(text)
 		switch tok := tok.(type) {
 		case json.Delim:
 			if tok == '[' || tok == '{' {
+				if len(open) > 0 {
+					open[len(open)-1].wantName = false
+				}
 				depth++
 				ref.depth = max(ref.depth, depth)
 				if depth == 4 && ref.fourthAt < 0 {
 					ref.fourthAt = int(dec.InputOffset()) - 1
 				}
+				c := container{}
+				if tok == '{' {
+					c = container{names: map[string]bool{}, wantName: true}
+				}
+				open = append(open, c)
 			} else {
 				depth--
+				open = open[:len(open)-1]
+				valueEnded()
 			}
 		case string:
-			decoded += strings.Count(tok, "\uFFFD")
+			n := strings.Count(tok, "\uFFFD")
+			decoded += n
+			if len(open) > 0 && open[len(open)-1].wantName {
+				// A name decoded with a loss (bytes that are not UTF-8, lone
+				// surrogates) is refused for that, at or before it.
+				c := &open[len(open)-1]
+				lossless := n == bytes.Count(text, []byte("\uFFFD"))+replacementEscapes(text)
+				if lossless && c.names[tok] {
+					fault(at, jsonDuplicateName)
+				}
+				c.names[tok], c.wantName = true, false
+				continue
+			}
+			valueEnded()
+		case json.Number:
+			if f, _ := strconv.ParseFloat(string(tok), 64); len(tok) > MaxJSONNumberBytes {
+				fault(at, jsonNumberTooLong)
+			} else if math.IsInf(f, 0) {
+				fault(at, jsonNumberRange)
+			}
+			valueEnded()
+		default: // true, false, null
+			valueEnded()
+		}
+		if depth == 0 {
+			break // the value has ended: what follows is refused as such
 		}
 	}
-	ref.ok = decoded == bytes.Count(b, []byte("\uFFFD"))+replacementEscapes(b)
+	if ref.refused || ref.utf8At >= 0 {
+		return ref
+	}
+	ref.ok = decoded == bytes.Count(b, []byte("\uFFFD"))+replacementEscapes(b) && ref.ijsonAt < 0
 	return ref
 }
 
@@ -407,6 +549,7 @@ var jsonTextErrorFormat = regexp.MustCompile(`^(no JSON value|` +
 	`(data after the JSON value|invalid UTF-8) at byte \d+|` +
 	`a \\u escape at byte \d+ is a lone surrogate \(\\u[0-9a-fA-F]{4}\)|` +
 	`nested deeper than \d+ levels at byte \d+|` +
+	`(duplicate member name|number out of range|number too long) at .+ \(byte \d+\): .+ \(I-JSON, RFC 7493\)|` +
 	`malformed JSON at byte \d+: .+)$`)
 
 // jsonOffsetsV1 says whether encoding/json's syntax errors count the byte
@@ -432,13 +575,21 @@ func TestTheJSONOracleComparesWhereTextsAreRefusedOnGo126(t *testing.T) {
 }
 
 // checkAgainstReference fails t unless CheckJSON(b, 10000) accepts b exactly when
-// referenceJSON does and otherwise refuses it where and as encoding/json and
-// unicode/utf8 would; and CheckJSON(b, 3) refuses exactly what nests deeper than 3.
+// referenceJSON does and otherwise refuses it where and as encoding/json,
+// unicode/utf8 and strconv would; CheckJSON(b, 3) refuses exactly what nests deeper
+// than 3; and what CheckJSON accepts, encoding/json decodes into an any (which
+// refuses a number that is ±Inf as a float64).
 func checkAgainstReference(t *testing.T, b []byte) {
 	ref := referenceJSON(t, b)
 	err := CheckJSON(b, maxJSONNesting)
 	if (err == nil) != ref.ok {
 		t.Fatalf("CheckJSON(%q) = %v, but encoding/json says %+v", b, err, ref)
+	}
+	if err == nil {
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("CheckJSON(%q) accepts what encoding/json cannot decode into an any: %v", b, err)
+		}
 	}
 	err3 := CheckJSON(b, 3)
 	if ref.ok {
@@ -454,14 +605,15 @@ func checkAgainstReference(t *testing.T, b []byte) {
 
 	var e *jsonTextError
 	if !errors.As(err, &e) || !jsonTextErrorFormat.MatchString(e.Error()) ||
-		e.fault != jsonNoValue && !strings.Contains(e.Error(), fmt.Sprintf(" byte %d", e.offset)) {
+		e.fault != jsonNoValue && !strings.Contains(e.Error(), fmt.Sprintf(" byte %d", e.offset)) &&
+			!strings.Contains(e.Error(), fmt.Sprintf("(byte %d)", e.offset)) {
 		t.Fatalf("CheckJSON(%q) = %#v (%v), not a jsonTextError in a known format", b, err, err)
 	}
 	if !jsonOffsetsV1 {
 		return // where it fails is not known
 	}
 	first := len(b) + 1 // the first byte encoding/json or unicode/utf8 refuses
-	for _, at := range []int{ref.syntaxAt, ref.utf8At} {
+	for _, at := range []int{ref.syntaxAt, ref.utf8At, ref.ijsonAt} {
 		if at >= 0 {
 			first = min(first, at)
 		}
@@ -474,6 +626,8 @@ func checkAgainstReference(t *testing.T, b []byte) {
 	}
 	want := jsonMalformed
 	switch {
+	case first == ref.ijsonAt:
+		want = ref.ijsonFault
 	case first == ref.utf8At:
 		want = jsonBadUTF8
 	case strings.Contains(ref.syntaxMsg, "exceeded max depth"):
@@ -490,11 +644,17 @@ func checkAgainstReference(t *testing.T, b []byte) {
 	}
 }
 
+// createTaskBody is a create-task request as clients send them: the
+// per-call cost of CheckJSON is most of what it takes for one.
+const createTaskBody = `{"input":"Write the word 'Washington' to a file called output.txt",` +
+	`"additional_input":{"model":"gpt-4o","temperature":0.7,"max_tokens":256,"tags":["demo","ci"]}}`
+
 func BenchmarkCheckJSON(b *testing.B) {
 	for _, size := range []struct {
 		name string
 		doc  []byte
-	}{{"4KiB", stepOutput(4 << 10)}, {"1MiB", stepOutput(1 << 20)}} {
+	}{{"body", []byte(createTaskBody)}, {"4KiB", stepOutput(4 << 10)}, {"1MiB", stepOutput(1 << 20)},
+		{"1MiB_one_object", oneObjectOfNames(1 << 20)}} {
 		if err := CheckJSON(size.doc, MaxJSONDepth); err != nil {
 			b.Fatal(err)
 		}

@@ -87,7 +87,8 @@ func checkDecodeError(t *testing.T, body []byte, err error, maxBody int) {
 // acceptableRequestBody is the oracle: whether body is a create-task or
 // execute-step body agentrt should take. Blank or null; or else a JSON
 // object (RFC 8259: encoding/json's grammar) that is valid UTF-8, has no
-// lone surrogate escape, nests at most MaxJSONDepth deep, and whose fields
+// lone surrogate escape, nests at most MaxJSONDepth deep, is I-JSON
+// (iJSON: no duplicate names, numbers a double holds) and whose fields
 // have the right types. Around the value, decodeBody trims what
 // bytes.TrimSpace trims (Unicode white space, NBSP and NEL included), not
 // only JSON's four white space bytes; so does the oracle.
@@ -101,7 +102,7 @@ func acceptableRequestBody(body []byte) bool {
 		AdditionalInput json.RawMessage `json:"additional_input"`
 	}
 	return utf8.Valid(b) && json.Valid(b) && loneSurrogateEscapeAt(b) < 0 &&
-		jsonNestingDepth(b) <= protocol.MaxJSONDepth && b[0] == '{' && json.Unmarshal(b, &v) == nil
+		jsonNestingDepth(b) <= protocol.MaxJSONDepth && iJSON(b) && b[0] == '{' && json.Unmarshal(b, &v) == nil
 }
 
 // checkServable checks what decodeBody took as the Agent would store and

@@ -349,8 +349,9 @@ const maxUnpacedAnswer = 16 << 10
 
 // decodeBody decodes an optional JSON request body into v: an absent or
 // empty body, or null, leaves v as it is. Anything else must be one JSON
-// object that agentrt can store and serve (checkJSON: UTF-8, no lone
-// surrogates, nested at most MaxJSONDepth deep) whose fields have the right
+// object that agentrt can store and serve (protocol.CheckJSON: I-JSON, so
+// UTF-8, no lone surrogates, no duplicate names, numbers a double holds;
+// nested at most MaxJSONDepth deep) whose fields have the right
 // types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
 // arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
