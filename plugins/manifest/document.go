@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,10 +54,18 @@ const maxDepth = 32
 // exactly: 1e1000000, nine bytes, takes it about 0.1 s and 400 KB.
 const maxExponent = 400
 
+// maxNumberBytes bounds the text of a number, as agentrt bounds every JSON
+// value it takes (protocol.MaxJSONNumberBytes): no encoder of doubles or
+// 64-bit integers writes more than 24 bytes.
+const maxNumberBytes = 100
+
 // scan decodes data, one JSON value and nothing after it, into a
 // document. It refuses what the JSON decoder would let through or
 // quietly change: duplicate fields, invalid UTF-8 and lone surrogates
-// (which it turns into U+FFFD), and numbers with huge exponents.
+// (which it turns into U+FFFD); and, as every JSON value agentrt takes is
+// I-JSON (RFC 7493), numbers that are not: longer than maxNumberBytes, or
+// that round to ±Infinity as an IEEE 754 double (1e400); and numbers with
+// huge exponents, even ones that are 0 as a double (1e-401).
 func scan(data []byte) (*document, error) {
 	s := &scanner{data: data, dec: json.NewDecoder(bytes.NewReader(data)), at: map[string]int64{}}
 	s.dec.UseNumber()
@@ -113,10 +122,8 @@ func (s *scanner) value(loc []string) (any, error) {
 			return nil, fmt.Errorf("%s: %w", path(loc), err)
 		}
 	case json.Number:
-		if e := strings.IndexAny(string(tok), "eE"); e >= 0 {
-			if n, err := strconv.Atoi(string(tok[e+1:])); err != nil || n > maxExponent || n < -maxExponent {
-				return nil, fmt.Errorf("%s: number %s is out of range", path(loc), truncate(string(tok)))
-			}
+		if err := checkNumber(string(tok)); err != nil {
+			return nil, fmt.Errorf("%s: %w", path(loc), err)
 		}
 	}
 	return tok, nil
@@ -163,6 +170,23 @@ func (s *scanner) array(loc []string) (any, error) {
 		return nil, s.syntaxError(err)
 	}
 	return arr, nil
+}
+
+// checkNumber refuses a number that is not I-JSON, or whose exponent is
+// huge.
+func checkNumber(num string) error {
+	if len(num) > maxNumberBytes {
+		return fmt.Errorf("number %s is too long: %d bytes, over the %d a number may take", truncate(num), len(num), maxNumberBytes)
+	}
+	if e := strings.IndexAny(num, "eE"); e >= 0 {
+		if n, err := strconv.Atoi(num[e+1:]); err != nil || n > maxExponent || n < -maxExponent {
+			return fmt.Errorf("number %s is out of range", truncate(num))
+		}
+	}
+	if f, _ := strconv.ParseFloat(num, 64); math.IsInf(f, 0) {
+		return fmt.Errorf("number %s is out of range: beyond ±1.7976931348623157e308, the largest IEEE 754 double", truncate(num))
+	}
+	return nil
 }
 
 // syntaxError says where the JSON text is wrong.

@@ -7,8 +7,9 @@
 //
 // A manifest is checked strictly, since what is wrong in one is found
 // only when an agent misbehaves: unknown fields, wrong types, values out
-// of range, duplicate fields, invalid UTF-8 and trailing data are all
-// refused, with one line naming the file and the field.
+// of range, duplicate fields, invalid UTF-8, numbers that are not I-JSON
+// (RFC 7493) and trailing data are all refused, with one line naming the
+// file and the field.
 package manifest
 
 import (

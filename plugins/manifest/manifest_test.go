@@ -266,6 +266,13 @@ var refusals = []struct {
 	{"byte order mark", "\xef\xbb\xbf{}", byText, `manifest x.json: starts with a byte order mark: save it as UTF-8 without one`},
 	{"nested too deep", `{"settings": {"a": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}`, byText, `manifest x.json: settings.a.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0: nested deeper than 32 levels`},
 	{"huge exponent", `{"limits": {"max_task_steps": 1e1000000}}`, byText, `manifest x.json: limits.max_task_steps: number 1e1000000 is out of range`},
+	{"huge negative exponent", `{"limits": {"max_task_steps": 1e-401}}`, byText, `manifest x.json: limits.max_task_steps: number 1e-401 is out of range`},
+	{"number beyond a double", `{"limits": {"max_task_steps": 1.8e308}}`, byText, `manifest x.json: limits.max_task_steps: number 1.8e308 is out of range: beyond ±1.7976931348623157e308, the largest IEEE 754 double`},
+	{"number beyond a double, no exponent", `{"settings": {"a": [` + "1" + strings.Repeat("0", 90) + `e220]}}`, byText,
+		`manifest x.json: settings.a.0: number 1000000000000000000000000000000000000000… is out of range: beyond ±1.7976931348623157e308, the largest IEEE 754 double`},
+	{"number too long", `{"limits": {"memory": ` + strings.Repeat("9", 100000)[:60000] + `}}`, byText,
+		`manifest x.json: limits.memory: number 9999999999999999999999999999999999999999… is too long: 60000 bytes, over the 100 a number may take`},
+	{"duplicate field, escaped", `{"name": "a", "n\u0061me": "b"}`, byText, `manifest x.json: duplicate field "name"`},
 }
 
 func TestParseRefusesWithOneLineNamingTheFileAndTheField(t *testing.T) {
