@@ -323,6 +323,9 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 		if err != nil {
 			return nil, fmt.Errorf("plugin config: %w", err)
 		}
+		if err := protocol.CheckJSON(b, protocol.MaxJSONDepth); err != nil { // I-JSON: a setting written twice is refused, not read as the last
+			return nil, fmt.Errorf("plugin config %s must be a JSON object of strings: %w", configFile, err)
+		}
 		if err := json.Unmarshal(b, &cfg.pluginConfig); err != nil {
 			return nil, fmt.Errorf("plugin config %s must be a JSON object of strings: %w", configFile, err)
 		}

@@ -141,6 +141,8 @@ func onStep() int32 {
 		return result(`{"output":"ok","additional_output":{"k":"\ud800"}}`)
 	case "deep":
 		return result(`{"output":"ok","additional_output":{"k":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}`)
+	case "raw": // the rest of the input, as the result
+		return result(arg)
 	case "utf8-log":
 		log([]byte("bad \xff\xfe bytes"))
 		return output("logged")
@@ -287,6 +289,8 @@ func onTask() int32 {
 		return result(b.String())
 	case "plan-utf8":
 		return result(`{"steps":[{"name":"n` + "\xff" + `","input":"i` + "\xfe" + `","additional_input":{"k":"v` + "\xc0" + `"}}]}`)
+	case "raw": // the rest of the input, as the result
+		return result(arg)
 	case "log-task": // logs n bytes from the task handler
 		size, _ := strconv.Atoi(arg)
 		log([]byte(strings.Repeat("t", size)))
