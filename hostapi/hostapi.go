@@ -245,8 +245,12 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 		return c.fail(abi.ErrInvalid, fmt.Sprintf("artifact meta of %d bytes is over its limit of %d bytes", len(raw), abi.MaxArtifactMetaBytes))
 	}
 	var meta abi.ArtifactMeta
-	if !utf8.Valid(raw) || json.Unmarshal(raw, &meta) != nil {
-		return c.fail(abi.ErrInvalid, "artifact_create: meta is not a JSON object of file_name, relative_path, workspace_path and uri")
+	const want = "artifact_create: meta is not a JSON object of file_name, relative_path, workspace_path and uri"
+	if err := protocol.CheckJSON(raw, protocol.MaxJSONDepth); err != nil { // I-JSON, as every JSON a plugin hands over
+		return c.fail(abi.ErrInvalid, want+": "+err.Error())
+	}
+	if json.Unmarshal(raw, &meta) != nil {
+		return c.fail(abi.ErrInvalid, want)
 	}
 	data, errno := c.view(mod, arg(stack, 2), arg(stack, 3))
 	if errno != 0 {
