@@ -20,7 +20,7 @@ import (
 func randomIJSONValue(r *rand.Rand, b *strings.Builder, depth, maxNames int) {
 	names := []string{`a`, `\u0061`, `b`, `\u0062`, `ab`, `a\u0062`, `é`, `\u00e9`, `\ud83d\ude00`, `😀`, `\/`, `/`, ``}
 	numbers := []string{`0`, `-1.5`, `1e308`, `1.7976931348623157e308`, `1.7976931348623159e308`, `1e400`, `1e-400`,
-		`9007199254740993`, `1` + strings.Repeat("0", 99), `1` + strings.Repeat("0", 100)}
+		`9007199254740993`, `0.` + strings.Repeat("0", 397) + `1`, `0.` + strings.Repeat("0", 398) + `1`, `2` + strings.Repeat("0", 308)}
 	switch k := r.IntN(10); {
 	case depth > 0 && k < 3:
 		b.WriteByte('{')

@@ -28,13 +28,15 @@ const maxJSONNesting = 10000
 const maxJSONText = math.MaxInt32
 
 // MaxJSONNumberBytes bounds the text of one number in a JSON value agentrt stores.
-// Every IEEE 754 double is written in at most 24 bytes by the shortest form that
-// reads back exactly (-2.2250738585072014e-308), and every 64-bit integer in at most
-// 20, so no encoder of doubles or integers comes near it; a longer number carries
-// digits no I-JSON reader keeps (RFC 7493 §2.2 asks for strings there). It stays far
-// below what readers refuse: Python's int limit (4300 digits, 640 at its lowest
-// setting) and Jackson's maxNumberLength (1000).
-const MaxJSONNumberBytes = 100
+// Every IEEE 754 double fits in it as the encoders in use write doubles: in 24 bytes
+// at most in the shortest form with an exponent (-2.2250738585072014e-308, as Go,
+// JavaScript, Python and serde_json write it), 327 in the shortest form without
+// one (-5e-324 written out as -0.000…5, as Rust's Display and Go's 'f' format
+// write it), 317 in C's %f (-1.7976931348623157e308 written out); every 64-bit
+// integer fits in 20. A longer number carries digits no double keeps (RFC 7493 §2.2
+// asks for strings there). It stays below what readers refuse: Python's int limit
+// (4300 digits, 640 at its lowest setting) and Jackson's maxNumberLength (1000).
+const MaxJSONNumberBytes = 400
 
 // CheckJSON reports whether b is exactly one JSON value (RFC 8259; surrounding
 // whitespace allowed) that agentrt will store and serve: an I-JSON message
@@ -65,7 +67,7 @@ const MaxJSONNumberBytes = 100
 // nest at most 8 objects deep and have no names with escapes, unless it returns an
 // error. It scans a create-task body in about 0.17 µs, a 4 KiB object in about
 // 5 µs and a 1 MiB one in about 1.3 ms (800 MB/s), half the time json.Valid alone
-// takes; the I-JSON rules cost 13 to 16% of that (BenchmarkCheckJSON, on a busy
+// takes; the I-JSON rules cost 10 to 18% of that (BenchmarkCheckJSON, on a busy
 // 2-core AMD EPYC). The worst of texts for it, one object of short names (100,000
 // in 1 MiB), takes 8 to 14 ms a MiB (encoding/json takes 29 to decode it into an
 // any) and allocates 7 times its size, at most about 4.5 times live at once.
@@ -373,16 +375,24 @@ func scanJSONNumber(b []byte, i int) (int, error) {
 	if i-start > MaxJSONNumberBytes {
 		return 0, &jsonTextError{fault: jsonNumberTooLong, offset: start, length: i - start, path: jsonPathAt(b, start)}
 	}
-	// Without an exponent, a number of at most MaxJSONNumberBytes is below 10^100.
-	if expAt >= 0 && !fitsDouble(b[start:i], b[intAt:intEnd], b[intEnd:fracEnd], b[expAt:i]) {
-		return 0, &jsonTextError{fault: jsonNumberRange, offset: start, path: jsonPathAt(b, start)}
+	// A number below 10^308 fits; without an exponent, that is one of at most 308
+	// integer digits.
+	if expAt >= 0 || intEnd-intAt > 308 {
+		exp := b[i:i]
+		if expAt >= 0 {
+			exp = b[expAt:i]
+		}
+		if !fitsDouble(b[start:i], b[intAt:intEnd], b[intEnd:fracEnd], exp) {
+			return 0, &jsonTextError{fault: jsonNumberRange, offset: start, path: jsonPathAt(b, start)}
+		}
 	}
 	return i, nil
 }
 
 // fitsDouble reports whether the number num, whose integer digits are intPart, whose
-// fraction is frac ("" or '.' and digits) and whose exponent is exp (an optional sign
-// and digits), does not round to ±Infinity when read as an IEEE 754 double (round to
+// fraction is frac ("" or '.' and digits) and whose exponent is exp ("" or an
+// optional sign and digits), does not round to ±Infinity when read as an IEEE 754
+// double (round to
 // nearest, as JavaScript, Python and Go read it). It decides from the position of the
 // first significant digit, and asks strconv.ParseFloat only when that is 10^308 (which
 // allocates num as a string, at most MaxJSONNumberBytes).
@@ -399,8 +409,8 @@ func fitsDouble(num, intPart, frac, exp []byte) bool {
 		}
 		lead = -k
 	}
-	neg := exp[0] == '-'
-	if neg || exp[0] == '+' {
+	neg := len(exp) > 0 && exp[0] == '-'
+	if len(exp) > 0 && (neg || exp[0] == '+') {
 		exp = exp[1:]
 	}
 	e := 0

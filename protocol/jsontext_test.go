@@ -175,7 +175,7 @@ var jsonTextCases = []struct{ in, err string }{
 	{`{"a":{"b":[1,2,3,-1.8E+308]}}`, "number out of range at a.b[3] (byte 17)"},
 	{`10e308`, "number out of range"},
 	{`1e99999999999`, "number out of range"}, // an exponent past any integer type
-	{`1e` + strings.Repeat("9", 98), "number out of range"},
+	{`1e` + strings.Repeat("9", 398), "number out of range"},
 	{`0.001e312`, "number out of range"},
 	{`1e-400`, ""}, // underflows to 0, alike in every reader
 	{`-1e-400`, ""},
@@ -183,14 +183,19 @@ var jsonTextCases = []struct{ in, err string }{
 	{`1e-99999999999`, ""},
 	{`0e99999999999`, ""}, // zero, whatever the exponent
 	{`-0.000e400`, ""},
-	{`9007199254740993`, ""},                         // past 2^53: doubles round it, integer readers keep it
-	{`-123456789012345678901234567890123456789`, ""}, // so past 2^64
-	{`1` + strings.Repeat("0", 99), ""},              // 100 bytes
-	{`-0.` + strings.Repeat("0", 96) + `1`, ""},
-	{`1` + strings.Repeat("0", 100), "number too long at the top level (byte 0): 101 bytes, over the 100 a number may take"},
+	{`9007199254740993`, ""},                              // past 2^53: doubles round it, integer readers keep it
+	{`-123456789012345678901234567890123456789`, ""},      // so past 2^64
+	{`1` + strings.Repeat("0", 308), ""},                  // 1e308 written out
+	{`-17976931348623157` + strings.Repeat("0", 292), ""}, // the largest double written out, as C's %f writes it
+	{`-17976931348623159` + strings.Repeat("0", 292), "number out of range at the top level (byte 0)"},
+	{`[2` + strings.Repeat("0", 308) + `]`, "number out of range at [0] (byte 1)"},
+	{`[1` + strings.Repeat("0", 308) + `.5]`, ""},
+	{`-0.` + strings.Repeat("0", 323) + `5`, ""}, // 5e-324 written out, as Rust's Display writes it
+	{`-0.` + strings.Repeat("0", 396) + `1`, ""}, // 400 bytes
+	{`0.` + strings.Repeat("0", 398) + `1`, "number too long at the top level (byte 0): 401 bytes, over the 400 a number may take"},
 	{`{"n":-` + strings.Repeat("7", 100000) + `}`, "number too long at n (byte 5): 100001 bytes"},
-	{`1.` + strings.Repeat("5", 97) + `e1`, "number too long"},
-	{`1e` + strings.Repeat("0", 99), "number too long"},
+	{`1.` + strings.Repeat("5", 397) + `e1`, "number too long"},
+	{`1e` + strings.Repeat("0", 399), "number too long"},
 
 	// I-JSON: member names unique within an object, compared as decoded.
 	{`{"a":1,"a":2}`, "duplicate member name at a (byte 7)"},
@@ -334,10 +339,11 @@ const jsonMutationBase = `{"a":[1,-2.5e+3,0,true,false,null,"x\"\\\/\b\f\n\r\t\u
 	`"日本":{"k":[],"l":{}}, "z" : "\ufffd` + "\xef\xbf\xbd" + `\udbff\udfff" }`
 
 // ijsonMutationBase is I-JSON with names one byte from each other and numbers one
-// digit from the largest double, from 2^53 and from the longest number: cut short and
-// broken byte by byte, it makes duplicates and numbers out of range or too long.
-const ijsonMutationBase = `{"e":[1.7976931348623157e308,9007199254740993,1e-400,` +
-	`1234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890],` +
+// digit from the largest double (with and without an exponent), from 2^53 and from
+// the longest number: cut short and broken byte by byte, it makes duplicates and
+// numbers out of range or too long.
+var ijsonMutationBase = `{"e":[1.7976931348623157e308,9007199254740993,1e-400,` +
+	"-0." + strings.Repeat("0", 396) + "1," + "17976931348623157" + strings.Repeat("0", 292) + "]," +
 	`"u":{"e":0,"0":{},"eu":1,"\u0075e":2,"-":{}},"0e":{}, "ue" :0}`
 
 func TestCheckJSONAgreesWithEncodingJSON(t *testing.T) {

@@ -62,7 +62,8 @@ func TestClientBodiesThatAreNotIJSONAre422NamingTheFieldAndStoreNothing(t *testi
 		{"-1.8e308", `{"additional_input":{"t":-1.8e308}}`, "number out of range at additional_input.t"},
 		{"an exponent past any integer", `{"additional_input":{"t":1e99999999999}}`, "number out of range at additional_input.t"},
 		{"100,000 digits", `{"additional_input":{"n":` + huge + `}}`, "number too long at additional_input.n (byte 25): 100000 bytes"},
-		{"101 digits", `{"additional_input":{"n":[` + huge[:101] + `]}}`, "number too long at additional_input.n[0]"},
+		{"401 digits", `{"additional_input":{"n":[0.` + huge[:399] + `]}}`, "number too long at additional_input.n[0]"},
+		{"309 digits, past the largest double", `{"additional_input":{"n":` + huge[:309] + `}}`, "number out of range at additional_input.n"},
 		{"a duplicate name", `{"additional_input":{"a":1,"a":2}}`, "duplicate member name at additional_input.a"},
 		{"a duplicate name, escaped", `{"additional_input":{"k":[{"a":1,"\u0061":2}]}}`, "duplicate member name at additional_input.k[0].a"},
 		{"a duplicate field", `{"input":"a","input":"b"}`, "duplicate member name at input"},
@@ -149,7 +150,7 @@ func TestAManifestOrConfigFileThatIsNotIJSONIsRefusedNamingTheField(t *testing.T
 	plugin := pluginBytes(t, examplePlugin(t, "echo-go"))
 	bad := map[string]struct{ manifest, want string }{
 		"range":     {`{"limits":{"max_task_steps":1e400}}`, "limits.max_task_steps: number 1e400 is out of range"},
-		"long":      {`{"limits":{"memory":` + strings.Repeat("6", 200) + `}}`, "limits.memory: number 6666666666666666666666666666666666666666… is too long: 200 bytes"},
+		"long":      {`{"limits":{"memory":0.` + strings.Repeat("6", 500) + `}}`, "limits.memory: number 0.66666666666666666666666666666666666666… is too long: 502 bytes"},
 		"duplicate": {`{"settings":{"k":"a","\u006b":"b"}}`, `duplicate field "settings.k"`},
 	}
 	putFile(t, filepath.Join(dir, "good.wasm"), plugin)

@@ -55,9 +55,9 @@ const maxDepth = 32
 const maxExponent = 400
 
 // maxNumberBytes bounds the text of a number, as agentrt bounds every JSON
-// value it takes (protocol.MaxJSONNumberBytes): no encoder of doubles or
-// 64-bit integers writes more than 24 bytes.
-const maxNumberBytes = 100
+// value it takes (protocol.MaxJSONNumberBytes): every double is written in
+// at most 327 bytes, even without an exponent (-5e-324 written out).
+const maxNumberBytes = 400
 
 // scan decodes data, one JSON value and nothing after it, into a
 // document. It refuses what the JSON decoder would let through or

@@ -271,7 +271,7 @@ var refusals = []struct {
 	{"number beyond a double, no exponent", `{"settings": {"a": [` + "1" + strings.Repeat("0", 90) + `e220]}}`, byText,
 		`manifest x.json: settings.a.0: number 1000000000000000000000000000000000000000… is out of range: beyond ±1.7976931348623157e308, the largest IEEE 754 double`},
 	{"number too long", `{"limits": {"memory": ` + strings.Repeat("9", 100000)[:60000] + `}}`, byText,
-		`manifest x.json: limits.memory: number 9999999999999999999999999999999999999999… is too long: 60000 bytes, over the 100 a number may take`},
+		`manifest x.json: limits.memory: number 9999999999999999999999999999999999999999… is too long: 60000 bytes, over the 400 a number may take`},
 	{"duplicate field, escaped", `{"name": "a", "n\u0061me": "b"}`, byText, `manifest x.json: duplicate field "name"`},
 }
 
