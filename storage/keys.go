@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -64,6 +65,10 @@ const (
 	reasonKeyCreated  = "a key was created"
 	reasonRequireAuth = "a server started with --require-auth"
 	reasonOpened      = "agentrt keys open"
+	// reasonKeysBefore: the directory has no record, and its keys-changed
+	// file says "agentrt keys" changed keys in it, so it had keys (an
+	// agentrt older than the record revoked the last).
+	reasonKeysBefore = "keys were made in this directory before it recorded whether they are required"
 )
 
 // ReasonRequireAuth is the reason to give Keyring.Require for a server
@@ -167,7 +172,9 @@ func OpenKeyAdmin(ctx context.Context, dir string) (*KeyAdmin, error) {
 	q.Set("_foreign_keys", "1")
 	q.Set("_synchronous", "FULL")
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// openDB, as the server does: the last to close the database keeps
+	// its log, which a start on a full disk needs (openDB).
+	db, err := openDB("file:" + path + "?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -267,13 +274,23 @@ func (k *KeyAdmin) OpenToAnyone(ctx context.Context) (opened bool, err error) {
 		if n > 0 {
 			return protocol.Errorf(protocol.ECONFLICT, "%d key(s) exist, and while one does every request needs one: revoke them first", n)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE auth_required SET required = 0, changed_at = ?, reason = ? WHERE one = 1 AND required = 1`,
-			millis(time.Now()), reasonOpened)
-		if err != nil {
+		var required bool
+		switch err := tx.QueryRowContext(ctx, selectAuth).Scan(&required, new(int64), new(string)); {
+		case errors.Is(err, sql.ErrNoRows):
+			// Closed only if keys were made here before the record; the
+			// row written below records the operator's choice either way,
+			// which no later start second-guesses (and this change's
+			// signal, which writes keys-changed, must not read as keys).
+			required = keysChangedBefore(k.dir)
+		case err != nil:
 			return err
+		case !required:
+			return nil
 		}
-		n64, err := res.RowsAffected()
-		opened = n64 > 0
+		_, err := tx.ExecContext(ctx, `INSERT INTO auth_required (one, required, changed_at, reason) VALUES (1, 0, ?, ?)
+			ON CONFLICT (one) DO UPDATE SET required = 0, changed_at = excluded.changed_at, reason = excluded.reason`,
+			millis(time.Now()), reasonOpened)
+		opened = err == nil && required
 		return err
 	})
 	if err != nil {
@@ -295,6 +312,8 @@ func (k *KeyAdmin) Auth(ctx context.Context) (AuthState, error) {
 		reason    string
 	)
 	switch err := k.db.QueryRowContext(ctx, selectAuth).Scan(&required, &changedAt, &reason); {
+	case errors.Is(err, sql.ErrNoRows) && keysChangedBefore(k.dir):
+		return AuthState{Required: true, Reason: reasonKeysBefore}, nil
 	case errors.Is(err, sql.ErrNoRows):
 		return AuthState{}, nil
 	case err != nil:
@@ -362,6 +381,25 @@ func listKeys(ctx context.Context, db interface {
 	return keys, rows.Err()
 }
 
+// keysChangedBefore reports whether the directory's keys-changed file
+// was written by "agentrt keys" (a server only creates it, zero): keys
+// were made in the directory. An unreadable file counts as written, so
+// that the answer fails closed.
+func keysChangedBefore(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, keysChangedFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	} else if err != nil {
+		return true
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil && !errors.Is(err, io.EOF) {
+		return true
+	}
+	return binary.LittleEndian.Uint64(b[:]) != 0
+}
+
 // signalKeysChanged writes a new random value to the directory's
 // keys-changed file.
 func signalKeysChanged(dir string) error {
@@ -400,7 +438,11 @@ type Keyring struct {
 	// failed: the last reload failed. Until one succeeds, keys are
 	// required and none is accepted: a key revoked in the change that
 	// could not be read must not pass, nor may the server open.
-	failed  bool
+	failed bool
+	// hadKeys: when the keyring was opened, the directory had no record
+	// and keys-changed was not zero: keys were made in it before the
+	// record was kept. Until a record exists, keys are required.
+	hadKeys bool
 	usedMu  sync.Mutex
 	used    map[string]time.Time // by key id, since the last flush
 	stop    chan struct{}
@@ -436,6 +478,10 @@ func (s *Store) Keys(ctx context.Context) (*Keyring, error) {
 		// Keys exist: they are required whether or not this is written.
 		s.log.Warn("recording that API keys are required failed; tried again at the next change of the keys", "err", err)
 	}
+	if err := k.recordPastKeys(ctx, binary.LittleEndian.Uint64(m) != 0); err != nil {
+		// hadKeys holds for this run whether or not this is written.
+		s.log.Warn("recording that API keys are required failed; keys are required all the same, and it is tried again at the next start", "err", err)
+	}
 	if k.auth.OpenedByOperator() && len(k.byID) == 0 {
 		s.log.Warn("authentication is off: turned off by operator command (agentrt keys open); every request is answered without a key",
 			"since", k.auth.Since)
@@ -460,9 +506,9 @@ func (k *Keyring) load(ctx context.Context) error {
 		return err
 	}
 	reload := k.byID != nil
-	wasRequired := k.auth.Required || len(k.byID) > 0
+	wasRequired := k.auth.Required || len(k.byID) > 0 || k.hadKeys && k.auth.Reason == ""
 	k.byID, k.auth, k.seen, k.failed = byID, auth, seen, false
-	required := auth.Required || len(byID) > 0
+	required := auth.Required || len(byID) > 0 || k.hadKeys && auth.Reason == ""
 	k.mu.Unlock()
 	switch {
 	case !reload:
@@ -489,6 +535,23 @@ func (k *Keyring) recordKeys(ctx context.Context) error {
 		return nil
 	}
 	return k.Require(ctx, reasonKeyCreated)
+}
+
+// recordPastKeys records that keys are required in a directory that had
+// keys before it kept the record: one with no record whose keys-changed
+// (changed) was written by "agentrt keys" (a server only creates it,
+// zero), so that a directory whose last key an older agentrt revoked
+// stays closed. Until the record is written, hadKeys keeps it closed.
+func (k *Keyring) recordPastKeys(ctx context.Context, changed bool) error {
+	k.mu.Lock()
+	k.hadKeys = changed && !k.failed && k.auth.Reason == "" && k.s.schema >= schemaAuth
+	had := k.hadKeys
+	k.mu.Unlock()
+	if !had {
+		return nil
+	}
+	k.s.log.Info("keys were made in this data directory before it recorded whether they are required: they are required from now on (agentrt keys open undoes it)")
+	return k.Require(ctx, reasonKeysBefore)
 }
 
 // read reads every key and auth_required in one read transaction.
@@ -566,7 +629,7 @@ func (k *Keyring) Required(ctx context.Context) bool {
 	k.current(ctx)
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.failed || k.auth.Required || len(k.byID) > 0
+	return k.failed || k.auth.Required || len(k.byID) > 0 || k.hadKeys && k.auth.Reason == ""
 }
 
 // Require records that the data directory needs keys from now on, as a

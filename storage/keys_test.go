@@ -424,3 +424,57 @@ func TestMigrationToTheAuthRecordClosesADirectoryWithKeys(t *testing.T) {
 		})
 	}
 }
+
+// A directory whose last key an agentrt older than the record revoked
+// has no record and no key, but its keys-changed file was written by
+// "agentrt keys": it stays closed, and "keys list" says so, until an
+// operator opens it; a directory that never had keys stays open, and
+// "keys open" on it does not close it at the next start.
+func TestADirectoryThatHadKeysBeforeTheRecordStaysClosed(t *testing.T) {
+	ctx := context.Background()
+	t.Run("had keys", func(t *testing.T) {
+		dir := t.TempDir()
+		mustOpen(t, dir).Close()
+		// What an older agentrt left: keys made and all revoked, no record.
+		if err := signalKeysChanged(dir); err != nil {
+			t.Fatal(err)
+		}
+		if state, err := mustKeyAdmin(t, dir).Auth(ctx); err != nil || !state.Required {
+			t.Errorf("keys list reads %+v, %v; want required", state, err)
+		}
+		var log bytes.Buffer
+		ring, stop := openRing(t, dir, &log)
+		if !ring.Required(ctx) {
+			t.Fatal("a directory whose keys were all revoked before the record answers without a key")
+		}
+		stop()
+		ring, stop = openRing(t, dir, &log)
+		if !ring.Required(ctx) {
+			t.Fatal("the next start answers without a key")
+		}
+		stop()
+		if opened, err := mustKeyAdmin(t, dir).OpenToAnyone(ctx); err != nil || !opened {
+			t.Fatalf("keys open: %v, %v; want opened", opened, err)
+		}
+		ring, _ = openRing(t, dir, &log)
+		if ring.Required(ctx) {
+			t.Error("after keys open, the directory still needs a key")
+		}
+	})
+	t.Run("never had keys", func(t *testing.T) {
+		dir := t.TempDir()
+		var log bytes.Buffer
+		ring, stop := openRing(t, dir, &log)
+		if ring.Required(ctx) {
+			t.Fatal("a new directory needs a key")
+		}
+		stop()
+		if opened, err := mustKeyAdmin(t, dir).OpenToAnyone(ctx); err != nil || opened {
+			t.Fatalf("keys open on an open directory: %v, %v; want nothing opened", opened, err)
+		}
+		ring, _ = openRing(t, dir, &log)
+		if ring.Required(ctx) {
+			t.Error("keys open on a directory that never had keys closed it at the next start")
+		}
+	})
+}
