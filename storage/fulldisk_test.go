@@ -265,6 +265,37 @@ func TestAStoreStoppedCleanlyOpensOnAFullDisk(t *testing.T) {
 	})
 }
 
+// agentrt keys, when it is the last to close the database, keeps its log
+// as the server does: a start on a full disk after it still reads.
+func TestTheKeysCommandLeavesADataDirectoryThatOpensOnAFullDisk(t *testing.T) {
+	disktest.Run(t, "size=8m", func(t *testing.T, mnt string) {
+		ctx := context.Background()
+		dir := filepath.Join(mnt, "data")
+		s := mustOpen(t, dir)
+		taskID := mustTask(t, s)
+		s.Close()
+		admin, err := OpenKeyAdmin(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Create(ctx, "ops", nil); err != nil {
+			t.Fatal(err)
+		}
+		admin.Close()
+
+		filler := disktest.Fill(t, mnt)
+		s, err = Open(ctx, dir, Config{})
+		if err != nil {
+			t.Fatalf("after agentrt keys, a store does not open on a full disk: %v", err)
+		}
+		defer s.Close()
+		if _, err := s.GetTask(ctx, taskID); err != nil {
+			t.Errorf("a task read on a full disk: %v", err)
+		}
+		os.Remove(filler)
+	})
+}
+
 // A schema upgrade is a write: on a full disk the store does not open,
 // and says how much room to make; nothing of the upgrade is applied, and
 // it is, once there is room.
