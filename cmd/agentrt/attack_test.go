@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/storage/disktest"
 )
 
 // The hostile suite by class: one test per class of attack a plugin that
@@ -536,32 +537,33 @@ func TestArtifactBytesFailureMessagesAndTheDiskAreBounded(t *testing.T) {
 		}
 	})
 	t.Run("disk floor", func(t *testing.T) {
-		mnt := mountTmpfs(t, "64m")
-		ts := serve(t, attackerPlugin(t), func(c *runConfig) {
-			c.dataDir = filepath.Join(mnt, "data")
-			c.minFreeDisk = diskFloorFlag{n: 32 << 20}
-		})
-		task := ts.createTask(`{}`).TaskID
-		res := ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", fmt.Sprintf(`{"input":"write-big %d"}`, 40<<20))
-		failedStep(t, ts, task, res, 502, "keeps at least 33554432 free")
-		ts.upload(task, part{name: "file", fileName: "big.bin", value: strings.Repeat("x", 40<<20)}).wantError(t, 507, "disk is full")
-		if free := diskFree(t, mnt); free < 32<<20 {
-			t.Errorf("%d bytes free, under the floor of 32 MiB", free)
-		}
-		ts.step(task, `{"input":"quick"}`) // small writes go on
-		// Below the floor (something else filled the disk), steps are
-		// refused (agentrt sees it within a second), and served again once
-		// there is room.
-		filler := filepath.Join(mnt, "filler")
-		if err := os.WriteFile(filler, make([]byte, diskFree(t, mnt)-16<<20), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, "a step refused at the floor", func() bool {
-			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 507
-		})
-		os.Remove(filler)
-		eventually(t, 10*time.Second, "a step served again", func() bool {
-			return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 200
+		disktest.Run(t, "size=64m", func(t *testing.T, mnt string) {
+			ts := serve(t, attackerPlugin(t), func(c *runConfig) {
+				c.dataDir = filepath.Join(mnt, "data")
+				c.minFreeDisk = diskFloorFlag{n: 32 << 20}
+			})
+			task := ts.createTask(`{}`).TaskID
+			res := ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", fmt.Sprintf(`{"input":"write-big %d"}`, 40<<20))
+			failedStep(t, ts, task, res, 502, "keeps at least 33554432 free")
+			ts.upload(task, part{name: "file", fileName: "big.bin", value: strings.Repeat("x", 40<<20)}).wantError(t, 507, "disk is full")
+			if free := diskFree(t, mnt); free < 32<<20 {
+				t.Errorf("%d bytes free, under the floor of 32 MiB", free)
+			}
+			ts.step(task, `{"input":"quick"}`) // small writes go on
+			// Below the floor (something else filled the disk), steps are
+			// refused (agentrt sees it within a second), and served again once
+			// there is room.
+			filler := filepath.Join(mnt, "filler")
+			if err := os.WriteFile(filler, make([]byte, diskFree(t, mnt)-16<<20), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "a step refused at the floor", func() bool {
+				return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 507
+			})
+			os.Remove(filler)
+			eventually(t, 10*time.Second, "a step served again", func() bool {
+				return ts.do("POST", "/ap/v1/agent/tasks/"+task+"/steps", "", `{"input":"quick"}`).status == 200
+			})
 		})
 	})
 }

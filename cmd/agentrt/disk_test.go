@@ -9,14 +9,6 @@ import (
 	"github.com/agentrt/agentrt/storage/disktest"
 )
 
-// mountTmpfs mounts a tmpfs of the given size ("24m") at a new directory,
-// for the length of the test. It needs root, as "make test" runs on CI;
-// else it skips the test. disktest.Run does without.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	return disktest.Mount(t, "size="+size)
-}
-
 // fill writes a file until the file system is full, to the last byte.
 func fill(t *testing.T, dir string) string {
 	t.Helper()

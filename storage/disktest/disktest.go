@@ -48,21 +48,6 @@ func Run(t *testing.T, options string, test func(t *testing.T, dir string)) {
 	runInNamespace(t)
 }
 
-// Mount mounts a tmpfs with options (as Run) for the length of the test
-// and returns its directory, if the test runs as root; else it skips the
-// test. Run does not skip.
-func Mount(t testing.TB, options string) string {
-	t.Helper()
-	if os.Geteuid() != 0 && os.Getenv(namespaceEnv) != "1" {
-		t.Skip("mounting a small file system to fill needs root (disktest.Run does without)")
-	}
-	dir, err := mount(t, options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // namespaceEnv is set for a test that runInNamespace runs.
 const namespaceEnv = "AGENTRT_DISKTEST_NAMESPACE"
 
