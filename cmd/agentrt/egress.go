@@ -122,6 +122,12 @@ func readPolicyFile(g *egress.Grants, path string) error {
 	if err != nil {
 		return fmt.Errorf("http policy: %w", err)
 	}
+	// I-JSON first, as every JSON agentrt reads: a grant or a secret
+	// written twice would be read as its last here and as its first by a
+	// reviewer's tool.
+	if err := protocol.CheckJSON(data, protocol.MaxJSONDepth); err != nil {
+		return fmt.Errorf("http policy %s: %w", path, err)
+	}
 	err = g.ReadPolicy(data, egress.Sources{
 		Getenv: os.LookupEnv,
 		ReadFile: func(name string) ([]byte, error) {

@@ -183,4 +183,20 @@ func TestAManifestOrConfigFileThatIsNotIJSONIsRefusedNamingTheField(t *testing.T
 			t.Errorf("config file %s: %v, want an error naming the file and %q", tc.file, err, tc.want)
 		}
 	}
+
+	// The egress policy file: a secret or a grant written twice would be
+	// read as its last by agentrt and as its first by a reviewer's tool.
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	for _, tc := range []struct{ file, want string }{
+		{`{"agents":{"echo-go":{"http":["https://a.example/"]},"echo-go":{"http":"all"}}}`, "duplicate member name at agents.echo-go"},
+		{`{"secrets":{"K":{"value":"aaaaaaaaaa","agents":["*"],"destinations":["https://a.example/"],"destinations":["https://b.example/"]}}}`, "duplicate member name at secrets.K.destinations"},
+	} {
+		if err := os.WriteFile(policy, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseRunFlags([]string{examplePlugin(t, "echo-go"), "--http-policy", policy}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), policy) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("policy file %s: %v, want an error naming the file and %q", tc.file, err, tc.want)
+		}
+	}
 }
