@@ -151,6 +151,11 @@ func callCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	c := cfg.call
+	// What Go's HTTP client writes with the standard library's logger
+	// (a server's bytes it quotes) reaches the terminal scrubbed of the
+	// secrets held, as run's log does (stdlog.go).
+	_, restoreStdLog := routeStdLog(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), cfg.egress.grants)
+	defer restoreStdLog()
 	if cfg.cacheDir == "" {
 		cfg.cacheDir = filepath.Join(agentrtCache(), "code")
 	}
