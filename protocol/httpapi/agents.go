@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -16,87 +15,24 @@ type Agents interface {
 	// ENOTFOUND when there is no such agent (or no default).
 	Agent(name string) (*protocol.Agent, error)
 	// List describes every agent, in name order.
-	List(ctx context.Context) ([]AgentInfo, error)
+	List(ctx context.Context) ([]protocol.AgentInfo, error)
 	// Info describes the agent named name. ENOTFOUND when there is none.
-	Info(ctx context.Context, name string) (*AgentInfo, error)
+	Info(ctx context.Context, name string) (*protocol.AgentInfo, error)
 }
 
-// AgentInfo describes an agent, as GET /agents and GET /agents/NAME serve
-// it.
-type AgentInfo struct {
-	Name        string `json:"name"`
-	Version     string `json:"version"`
-	Description string `json:"description"`
-	// File is the plugin's file.
-	File string `json:"file"`
-	// SHA256 is the sha256 of the build being served, in hex; "" when none
-	// is.
-	SHA256     string `json:"sha256"`
-	ABIVersion int    `json:"abi_version"`
-	// Handlers are the handlers the build defines: "task", "step",
-	// "artifact", "download".
-	Handlers []string `json:"handlers"`
-	// Limits are the limits the agent runs under, named as the manifest
-	// names them.
-	Limits map[string]any `json:"limits"`
-	// ArtifactSchemes are the URI schemes the build serving accepts and may
-	// produce; absent when none serves.
-	ArtifactSchemes *protocol.ArtifactSchemes `json:"artifact_schemes,omitempty"`
-	// HTTP is what the build serving may reach with outbound HTTP; absent
-	// when none serves.
-	HTTP *OutboundHTTP `json:"http,omitempty"`
-	// State is "ready" (a build serves), "failed" (none could be loaded)
-	// or "removed" (its plugin is gone; its tasks stay readable).
-	State string `json:"state"`
-	// Error is why the last build failed to load: the agent's only one,
-	// or a newer one while the previous build keeps serving.
-	Error    string     `json:"error,omitempty"`
-	LoadedAt *time.Time `json:"loaded_at"`
-	// Tasks is how many tasks the agent has.
-	Tasks int `json:"tasks"`
-	// Default is whether the agent is also served at the root.
-	Default bool `json:"default"`
-	// Start is how each call's instance of the build serving starts; nil
-	// while none serves.
-	Start *StartInfo `json:"start,omitempty"`
-}
-
-// StartInfo is how a build's instances start: "snapshot", from a snapshot
-// of the state its plugin's initialization left, taken at load; or
-// "initialization", running the initialization, for the reason Why.
-type StartInfo struct {
-	From string `json:"from"`
-	Why  string `json:"why,omitempty"`
-	// MemoryBytes is the size of the snapshot's memory.
-	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
-	// Reseeded names the random generators re-seeded in every instance.
-	Reseeded []string `json:"reseeded,omitempty"`
-	// Cached is whether the snapshot came from the cache on disk.
-	Cached bool `json:"cached,omitempty"`
-}
-
-// OutboundHTTP is what an agent may reach with outbound HTTP: the
-// destinations its manifest asks for (null: it has no capabilities.http),
-// those the operator granted it, the hosts whose private addresses it
-// may reach, and the secrets the host holds for it, by name and
-// destination, never by value.
-type OutboundHTTP struct {
-	Asked        []string     `json:"asked"`
-	Granted      []string     `json:"granted"`
-	PrivateHosts []string     `json:"private_hosts"`
-	Secrets      []HeldSecret `json:"secrets"`
-}
-
-// HeldSecret is a secret the host holds for an agent, and where it may be
-// sent.
-type HeldSecret struct {
-	Name         string   `json:"name"`
-	Destinations []string `json:"destinations"`
-}
+// The nouns that describe an agent are the domain's (protocol/agentinfo.go),
+// so that every front end describes agents alike; these names are kept
+// for the callers that knew them here, as os.FileInfo is io/fs's.
+type (
+	AgentInfo    = protocol.AgentInfo
+	StartInfo    = protocol.StartInfo
+	OutboundHTTP = protocol.OutboundHTTP
+	HeldSecret   = protocol.HeldSecret
+)
 
 // agentList is the body of GET /agents.
 type agentList struct {
-	Agents []AgentInfo `json:"agents"`
+	Agents []protocol.AgentInfo `json:"agents"`
 }
 
 // handleListAgents serves GET /agents.
@@ -105,7 +41,7 @@ func (s *Server) handleListAgents(w http.ResponseWriter, r *http.Request, _ http
 	if err != nil {
 		return err
 	}
-	list := []AgentInfo{}
+	list := []protocol.AgentInfo{}
 	for _, a := range all {
 		if info(r).mayUse(a.Name) { // a key limited to some agents sees only them
 			list = append(list, a)
