@@ -38,6 +38,12 @@ var allowedImports = map[string][]string{
 	// snapshots' copy-on-write memory needs and package syscall lacks.
 	"runtime": {"protocol", "plugins/abi", "github.com/tetratelabs/wazero", "golang.org/x/sys"},
 	"hostapi": {"protocol", "plugins/abi", "hostapi/egress", "github.com/tetratelabs/wazero"},
+	// A plugin as agentrt runs it: the runtime's compiled module with the
+	// host API as its import and ABI v1's codec, a protocol.Plugin. It
+	// composes the packages below it, and is the one place that does:
+	// runtime, hostapi and protocol/wire do not import one another.
+	// wazero only for the type of a host module's instantiation.
+	"runtime/plugin": {"protocol", "protocol/wire", "plugins/abi", "runtime", "hostapi", "hostapi/egress", "github.com/tetratelabs/wazero"},
 	// Outbound HTTP under an agent's policy: it owns the network.
 	"hostapi/egress": {"plugins/abi"},
 	// The kit's own source, which agentrt carries for "agentrt new".
