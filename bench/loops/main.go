@@ -40,6 +40,7 @@ import (
 
 	"github.com/agentrt/agentrt/bench/internal/echostep"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
@@ -132,8 +133,8 @@ func countStep(ctx context.Context, path string, input []byte) (count, error) {
 	cfg := runtime.Config{
 		CacheDir:    filepath.Join(dir, "cache"),
 		CallTimeout: time.Minute,
+		// Beside the host API's module, which plugin.Load adds.
 		HostModules: []runtime.HostModule{
-			echostep.HostModule(),
 			{Name: countModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
 				_, err := r.NewHostModuleBuilder(countModule).NewFunctionBuilder().
 					WithGoFunction(api.GoFunc(func(_ context.Context, stack []uint64) {
@@ -146,7 +147,7 @@ func countStep(ctx context.Context, path string, input []byte) (count, error) {
 			}},
 		},
 	}
-	p, err := runtime.Load(ctx, wasmPath, cfg)
+	p, err := plugin.Load(ctx, wasmPath, plugin.Config{Runtime: cfg})
 	if err != nil {
 		return count{}, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrt/agentrt/bench/internal/echostep"
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/plugin"
 )
 
 func pluginPath(b *testing.B, name string) string {
@@ -54,16 +55,17 @@ var checks = []struct {
 	{"none", func(c *runtime.Config) { c.NoDeadlineCheck = true }},
 }
 
-func load(b *testing.B, path string, opts ...func(*runtime.Config)) *runtime.Plugin {
+// load loads the plugin at path as agentrt does (runtime/plugin), with
+// opts' changes to its runtime configuration.
+func load(b *testing.B, path string, opts ...func(*runtime.Config)) *plugin.Plugin {
 	cfg := runtime.Config{
 		CacheDir:    filepath.Join(os.TempDir(), "agentrt-bench-cache"),
 		CallTimeout: time.Minute,
-		HostModules: []runtime.HostModule{echostep.HostModule()},
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, err := runtime.Load(context.Background(), path, cfg)
+	p, err := plugin.Load(context.Background(), path, plugin.Config{Runtime: cfg})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func load(b *testing.B, path string, opts ...func(*runtime.Config)) *runtime.Plu
 	return p
 }
 
-func call(b *testing.B, p *runtime.Plugin) {
+func call(b *testing.B, p *plugin.Plugin) {
 	if code, _, err := echostep.Call(context.Background(), p, echostep.Input); err != nil || code != 0 {
 		b.Fatalf("step: %d %v", code, err)
 	}
@@ -133,7 +135,7 @@ func BenchmarkInstanceStart(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
-					if _, _, err := p.Call(context.Background(), abi.VersionExport, runtime.Invocation{}); err != nil {
+					if _, _, err := p.Runtime().Call(context.Background(), abi.VersionExport, runtime.Invocation{}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -16,8 +16,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrt/agentrt/hostapi"
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/agentrt/agentrt/storage"
 	"github.com/google/uuid"
 )
@@ -159,9 +161,21 @@ func callCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cfg.cacheDir == "" {
 		cfg.cacheDir = filepath.Join(agentrtCache(), "code")
 	}
-	f := newFleet(cfg, nil, runtime.NewLimiter(1, 1, time.Minute), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	limits := f.operatorLimits()
-	p, _, err := f.loadPlugin(ctx, cfg.plugin, nil, limits)
+	// The plugin alone, under the limits run gives it: no fleet, no
+	// agent, no outbound HTTP.
+	p, err := plugin.Load(ctx, cfg.plugin, plugin.Config{
+		Runtime: runtime.Config{
+			CacheDir:         cfg.cacheDir,
+			MemoryLimitPages: uint32(int64(cfg.memoryLimit) / (64 << 10)),
+			MaxTableEntries:  uint32(cfg.maxTableEntries),
+			MaxPluginBytes:   int64(cfg.maxPluginSize),
+			CallTimeout:      cfg.callTimeout,
+			Limiters:         []*runtime.Limiter{runtime.NewLimiter(1, 1, time.Minute)},
+			NoSnapshots:      !cfg.snapshots,
+			Version:          buildVersion(),
+		},
+		Host: hostapi.Config{MaxCalls: cfg.maxHostCalls},
+	})
 	if err != nil {
 		return err
 	}
@@ -188,7 +202,7 @@ func callCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	task := &protocol.Task{TaskID: uuid.Must(uuid.NewV7()).String(), Input: &taskInput, AdditionalInput: addl,
 		Artifacts: []protocol.Artifact{}, CreatedAt: time.Now()}
-	ws := scratch.Workspace(task.TaskID, limits.Limits.WorkspaceQuota())
+	ws := scratch.Workspace(task.TaskID, cfg.limits.WorkspaceQuota())
 	seeded, err := seedWorkspace(ctx, ws, c.workspace)
 	if err != nil {
 		return err
@@ -203,7 +217,7 @@ func callCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		defer file.Close()
 		try.Upload = &protocol.TryUpload{FileName: filepath.Base(c.file), RelativePath: c.relativePath, Data: file}
 	}
-	build := &protocol.Build{Plugin: pluginAdapter{p}, ID: p.SHA256(), Limits: limits.Limits, Settings: cfg.pluginConfig}
+	build := &protocol.Build{Plugin: p, ID: p.SHA256(), Limits: cfg.limits, Settings: cfg.pluginConfig}
 	tried, err := protocol.TryHandler(ctx, scratch, build, try)
 	if err != nil {
 		return fmt.Errorf("%s handler: %s", c.handler, protocol.ErrorMessage(err))

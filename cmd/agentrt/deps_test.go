@@ -68,11 +68,12 @@ var allowedImports = map[string][]string{
 	"bench/bigfile":          {},
 	"bench/egress":           {"hostapi/egress", "plugins/abi"},
 	"bench/fsyncprobe":       {},
-	// Loads a plugin as agentrt does, with a counting host module beside
-	// the host API.
-	"bench/loops": {"bench/internal/echostep", "runtime", "github.com/tetratelabs/wazero"},
-	// An echo step's input and a host for it, for the benchmarks.
-	"bench/internal/echostep": {"hostapi", "plugins/abi", "protocol", "runtime", "github.com/tetratelabs/wazero"},
+	// Loads a plugin as agentrt does (runtime/plugin), with a counting
+	// host module beside the host API.
+	"bench/loops": {"bench/internal/echostep", "runtime", "runtime/plugin", "github.com/tetratelabs/wazero"},
+	// An echo step's input and a host for it, for the benchmarks: it
+	// calls a plugin runtime/plugin loaded, with a host of its own.
+	"bench/internal/echostep": {"hostapi", "plugins/abi", "protocol", "runtime", "runtime/plugin"},
 	"bench/sandbox":           {},
 	"bench/savestep":          {},
 	"bench/seed":              {},

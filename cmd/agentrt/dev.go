@@ -81,18 +81,15 @@ func (f *fleet) reloadPlugin(ctx context.Context, path, name string) {
 		return
 	}
 	start := time.Now()
-	l := f.operatorLimits()
-	p, own, err := f.loadPlugin(ctx, path, code, l)
+	b, err := f.newBuild(ctx, path, code, name, nil)
 	if err != nil {
 		f.log.Warn("the rebuilt plugin failed to load; the previous build keeps serving", "err", err)
 		return
 	}
-	b := &fleetBuild{plugin: p, limiter: own, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()}
-	b.egress, b.http = f.egressFor(name, nil, l.egress)
 	f.mu.Lock()
 	f.retire(a, b)
 	f.mu.Unlock()
-	f.log.Info("plugin reloaded", "agent", name, "sha256", p.SHA256()[:12], "took", time.Since(start).Round(time.Millisecond))
+	f.log.Info("plugin reloaded", "agent", name, "sha256", b.plugin.SHA256()[:12], "took", time.Since(start).Round(time.Millisecond))
 }
 
 // consoleHandler is a slog.Handler for a terminal: one short line a

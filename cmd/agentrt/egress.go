@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -9,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/agentrt/agentrt/hostapi"
 	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/plugins/manifest"
@@ -149,17 +146,14 @@ func readPolicyFile(g *egress.Grants, path string) error {
 
 // egressFor makes the outbound HTTP client of a build of agent name,
 // whose manifest is m (nil: none), under limits l, and describes what it
-// was granted for /agents/NAME. What the operator granted that the
-// manifest does not ask for is logged.
-func (f *fleet) egressFor(name string, m *manifest.Manifest, l egress.Limits) (*egress.Client, *httpapi.OutboundHTTP) {
+// was granted for /agents/NAME. notes say what the operator granted that
+// the manifest does not ask for, for the log.
+func (f *fleet) egressFor(name string, m *manifest.Manifest, l egress.Limits) (*egress.Client, *httpapi.OutboundHTTP, []string) {
 	var asked []abi.Destination
 	if m != nil {
 		asked = m.Capabilities.HTTP
 	}
 	policy, notes := f.cfg.egress.grants.For(name, asked, asked != nil)
-	for _, n := range notes {
-		f.log.Warn("outbound HTTP: a grant that does not apply", "agent", name, "note", n)
-	}
 	client := egress.New(egress.Config{Agent: name, Policy: policy, Limits: l, Resolver: f.cfg.egress.resolver,
 		TLS: f.cfg.egress.tls, Log: f.log})
 	info := &httpapi.OutboundHTTP{Asked: destinationNames(asked), Granted: destinationNames(policy.Allow),
@@ -170,7 +164,7 @@ func (f *fleet) egressFor(name string, m *manifest.Manifest, l egress.Limits) (*
 	for _, s := range policy.Secrets {
 		info.Secrets = append(info.Secrets, httpapi.HeldSecret{Name: s.Name, Destinations: destinationNames(s.Destinations)})
 	}
-	return client, info
+	return client, info, notes
 }
 
 func destinationNames(ds []abi.Destination) []string {
@@ -199,15 +193,4 @@ func describeEgressLimits(d map[string]any, l egress.Limits) {
 	d["max_http_requests"] = l.MaxRequests
 	d["max_http_request"] = l.MaxRequestBytes
 	d["max_http_response"] = l.MaxResponseBytes
-}
-
-// outboundPlugin is a plugin whose handler calls may make outbound
-// requests, through its build's egress client.
-type outboundPlugin struct {
-	pluginAdapter
-	egress *egress.Client
-}
-
-func (a outboundPlugin) Run(ctx context.Context, h protocol.Handler, call *protocol.Call) (int32, time.Duration, error) {
-	return a.run(ctx, h, call, hostapi.WithEgress(a.egress))
 }

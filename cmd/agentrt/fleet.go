@@ -14,7 +14,6 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentrt/agentrt/hostapi"
@@ -24,8 +23,8 @@ import (
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/agentrt/agentrt/storage"
-	"github.com/tetratelabs/wazero"
 )
 
 // fleet is the agents one agentrt process serves over one store: one
@@ -81,15 +80,14 @@ type pluginFile struct {
 
 // fleetBuild is a loaded plugin with what it runs under.
 type fleetBuild struct {
-	plugin   *runtime.Plugin
+	plugin   *plugin.Plugin     // with the egress client that makes its outbound requests
 	limiter  *runtime.Limiter   // the agent's own bound on its instances; nil: none
 	manifest *manifest.Manifest // nil without one
 	limits   agentLimits
 	settings map[string]string
 	loadedAt time.Time
-	// egress makes its outbound requests; http describes its grants.
-	egress *egress.Client
-	http   *httpapi.OutboundHTTP
+	// http describes what the operator granted its outbound requests.
+	http *httpapi.OutboundHTTP
 }
 
 // agentLimits are the limits one agent runs under.
@@ -182,11 +180,12 @@ func tighter[T int | int64 | time.Duration](op T, v *T, zeroIsNone bool) T {
 	return min(op, *v)
 }
 
-// loadPlugin compiles the plugin at path to run under limits; code, when
-// not nil, is what the caller read of the file. It returns the agent's
-// own limiter, if its limits give it one.
-func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agentLimits) (*runtime.Plugin, *runtime.Limiter, error) {
-	hostCfg := hostapi.Config{MaxCalls: l.maxHostCalls}
+// newBuild loads the plugin at path as a build of the agent name, whose
+// manifest is m (nil: none): under the limits m gets (limitsFor), with
+// its settings and the outbound HTTP the operator grants it. code, when
+// not nil, is what the caller read of the file.
+func (f *fleet) newBuild(ctx context.Context, path string, code []byte, name string, m *manifest.Manifest) (*fleetBuild, error) {
+	l := f.limitsFor(m)
 	limiters := []*runtime.Limiter{f.limiter}
 	var own *runtime.Limiter
 	if l.maxInstances > 0 {
@@ -195,42 +194,47 @@ func (f *fleet) loadPlugin(ctx context.Context, path string, code []byte, l agen
 		own = runtime.NewLimiter(l.maxInstances, f.cfg.maxQueue, f.cfg.queueWait)
 		limiters = []*runtime.Limiter{own, f.limiter}
 	}
-	cfg := runtime.Config{
-		CacheDir:         f.cacheDir,
-		MemoryLimitPages: uint32(l.memory / (64 << 10)),
-		MaxTableEntries:  uint32(l.maxTableEntries),
-		MaxPluginBytes:   int64(f.cfg.maxPluginSize),
-		CallTimeout:      l.callTimeout,
-		Limiters:         limiters,
-		HostModules: []runtime.HostModule{{
-			Name: abi.ImportModule,
-			Instantiate: func(ctx context.Context, r wazero.Runtime) error {
-				return hostapi.Instantiate(ctx, r, hostCfg)
-			},
-			Construction: hostapi.WithConstruction,
-		}},
-		NoSnapshots: !f.cfg.snapshots,
-		Version:     buildVersion(),
+	client, http, notes := f.egressFor(name, m, l.egress)
+	cfg := plugin.Config{
+		Runtime: runtime.Config{
+			CacheDir:         f.cacheDir,
+			MemoryLimitPages: uint32(l.memory / (64 << 10)),
+			MaxTableEntries:  uint32(l.maxTableEntries),
+			MaxPluginBytes:   int64(f.cfg.maxPluginSize),
+			CallTimeout:      l.callTimeout,
+			Limiters:         limiters,
+			NoSnapshots:      !f.cfg.snapshots,
+			Version:          buildVersion(),
+		},
+		Host:   hostapi.Config{MaxCalls: l.maxHostCalls},
+		Egress: client,
+		Log:    f.log,
 	}
-	load := func() (*runtime.Plugin, error) {
-		if code != nil {
-			return runtime.Compile(ctx, path, code, cfg)
-		}
-		return runtime.Load(ctx, path, cfg)
-	}
-	p, err := load()
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		// The compiled code did not fit in the cache: a full disk must
-		// not keep the server from starting, nor a plugin from loading.
-		f.log.Warn("the compiled-code cache's disk is full: the plugin is compiled without it, at each load, until there is room", "plugin", path, "cache", f.cacheDir, "err", err)
-		cfg.CacheDir = ""
-		p, err = load()
+	var p *plugin.Plugin
+	var err error
+	if code != nil {
+		p, err = plugin.Compile(ctx, path, code, cfg)
+	} else {
+		p, err = plugin.Load(ctx, path, cfg)
 	}
 	if err != nil {
-		return nil, nil, err
+		client.Close()
+		return nil, err
+	}
+	for _, n := range notes {
+		f.log.Warn("outbound HTTP: a grant that does not apply", "agent", name, "note", n)
 	}
 	f.metrics.compiled(p.Cache())
-	return p, own, nil
+	settings := map[string]string{}
+	if m != nil {
+		for k, v := range m.Settings {
+			settings[k] = v
+		}
+	}
+	for k, v := range f.cfg.pluginConfig { // the operator's win
+		settings[k] = v
+	}
+	return &fleetBuild{plugin: p, limiter: own, manifest: m, limits: l, settings: settings, loadedAt: time.Now(), http: http}, nil
 }
 
 // newAgent is the protocol.Agent of the agent named name.
@@ -326,23 +330,7 @@ func (f *fleet) loadFile(ctx context.Context, file string) (res loaded, unchange
 	if m != nil && m.Name != "" {
 		res.name = m.Name
 	}
-	l := f.limitsFor(m)
-	p, own, err := f.loadPlugin(ctx, wasmPath, code, l)
-	if err != nil {
-		res.err = err
-		return res, false
-	}
-	settings := map[string]string{}
-	if m != nil {
-		for k, v := range m.Settings {
-			settings[k] = v
-		}
-	}
-	for k, v := range f.cfg.pluginConfig { // the operator's win
-		settings[k] = v
-	}
-	res.build = &fleetBuild{plugin: p, limiter: own, manifest: m, limits: l, settings: settings, loadedAt: time.Now()}
-	res.build.egress, res.build.http = f.egressFor(res.name, m, l.egress)
+	res.build, res.err = f.newBuild(ctx, wasmPath, code, res.name, m)
 	return res, false
 }
 
@@ -443,13 +431,12 @@ func (f *fleet) retire(a *fleetAgent, next *fleetBuild) {
 		if err := old.plugin.Close(context.Background()); err != nil {
 			f.log.Warn("closing a replaced build", "agent", a.name, "err", err)
 		}
-		old.egress.Close()
 	}()
 }
 
 // protocolBuild is the build as the domain runs it.
 func (b *fleetBuild) protocolBuild() *protocol.Build {
-	return &protocol.Build{Plugin: outboundPlugin{pluginAdapter{b.plugin}, b.egress}, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings,
+	return &protocol.Build{Plugin: b.plugin, ID: b.plugin.SHA256(), Limits: b.limits.Limits, Settings: b.settings,
 		Schemes: b.schemes()}
 }
 
@@ -634,13 +621,12 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 	} else if fi.IsDir() {
 		return fmt.Errorf("plugin %s is a directory, not a .wasm file", path)
 	}
-	l := f.operatorLimits()
-	p, _, err := f.loadPlugin(ctx, path, nil, l)
+	b, err := f.newBuild(ctx, path, nil, name, nil)
 	if err != nil {
 		return err
 	}
 	if n, err := f.store.Agent(name).AdoptTasks(ctx, ""); err != nil {
-		p.Close(ctx)
+		b.plugin.Close(ctx)
 		return err
 	} else if n > 0 {
 		f.log.Info("the agent takes the tasks from before agents had names", "agent", name, "tasks", n)
@@ -650,8 +636,6 @@ func (f *fleet) openPlugin(ctx context.Context, path, name string) error {
 	defer f.mu.Unlock()
 	a := &fleetAgent{name: name, file: filepath.Base(path), agent: f.newAgent(name, f.log)}
 	f.agents[name] = a
-	b := &fleetBuild{plugin: p, limits: l, settings: f.cfg.pluginConfig, loadedAt: time.Now()}
-	b.egress, b.http = f.egressFor(name, nil, l.egress)
 	f.retire(a, b)
 	return nil
 }
@@ -785,7 +769,7 @@ func (f *fleet) info(a *fleetAgent) httpapi.AgentInfo {
 	info.SHA256 = b.plugin.SHA256()
 	info.ABIVersion = abi.Version
 	for _, h := range []protocol.Handler{protocol.HandlerTask, protocol.HandlerStep, protocol.HandlerArtifact, protocol.HandlerDownload} {
-		if b.plugin.HasExport(abi.ExportOf(string(h))) {
+		if b.plugin.HasHandler(h) {
 			info.Handlers = append(info.Handlers, string(h))
 		}
 	}

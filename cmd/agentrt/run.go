@@ -20,12 +20,11 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/hostapi"
-	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/plugins/manifest"
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
-	"github.com/agentrt/agentrt/protocol/wire"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/agentrt/agentrt/storage"
 )
 
@@ -487,7 +486,7 @@ type server struct {
 	// limiter bounds the instances of every plugin; tests watch its queue.
 	limiter *runtime.Limiter
 	// plugin is run's plugin, as it was loaded; nil for serve.
-	plugin *runtime.Plugin
+	plugin *plugin.Plugin
 	// stopWatching stops following serve's plugin directory, and waits
 	// until it has stopped; nil for run.
 	stopWatching func()
@@ -628,33 +627,6 @@ func (s *server) Close() error {
 		errs = append(errs, s.keys.Close())
 	}
 	return errors.Join(append(errs, s.store.Close())...)
-}
-
-// pluginAdapter connects the runtime to the agent: each handler call gets a
-// context carrying its protocol.Call for the host API to act on.
-type pluginAdapter struct{ p *runtime.Plugin }
-
-var _ protocol.Plugin = pluginAdapter{}
-
-func (a pluginAdapter) HasHandler(h protocol.Handler) bool {
-	return a.p.HasExport(abi.ExportOf(string(h)))
-}
-
-// Codec is ABI version 1's: the only version runtime.Load accepts.
-func (a pluginAdapter) Codec() protocol.Codec { return wire.V1 }
-
-func (a pluginAdapter) Run(ctx context.Context, h protocol.Handler, call *protocol.Call) (int32, time.Duration, error) {
-	return a.run(ctx, h, call)
-}
-
-// run runs handler h on call, whose host functions reach what opts add.
-func (a pluginAdapter) run(ctx context.Context, h protocol.Handler, call *protocol.Call, opts ...hostapi.Option) (int32, time.Duration, error) {
-	return a.p.Call(ctx, abi.ExportOf(string(h)), runtime.Invocation{
-		Stdout:   call.Stdout(),
-		Stderr:   call.Stderr(),
-		Host:     func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call, opts...) },
-		Deadline: call.Deadline(),
-	})
 }
 
 // unwrapPath drops the *PathError wrapper whose path the caller already

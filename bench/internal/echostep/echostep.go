@@ -1,6 +1,7 @@
 // Package echostep is what the benchmarks hand a plugin for one echo
-// step: the step's input message, the host API's module as agentrt loads
-// it, and a host that answers the API keeping only the step's result.
+// step: the step's input message, and a host that answers the host API
+// keeping only the step's result. The plugin is loaded as agentrt loads
+// any (runtime/plugin), so that its host module is the one served.
 package echostep
 
 import (
@@ -11,26 +12,20 @@ import (
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/runtime"
-	"github.com/tetratelabs/wazero"
+	"github.com/agentrt/agentrt/runtime/plugin"
 )
 
 // Input is an echo step's input message.
 var Input = []byte(`{"abi":1,"handler":"step","task":{"task_id":"6bb1801a-fd80-45e8-899a-4dd723cc602e","input":"hi","additional_input":{},"artifacts":[]},` +
 	`"step":{"step_id":"28ca533e-3904-4401-8a07-c49adf8891c2","name":null,"input":"hi","additional_input":{},"planned":false},"request":{"input":"hi","additional_input":{}}}`)
 
-// HostModule is the host API's module, with its defaults.
-func HostModule() runtime.HostModule {
-	return runtime.HostModule{Name: abi.ImportModule, Instantiate: func(ctx context.Context, r wazero.Runtime) error {
-		return hostapi.Instantiate(ctx, r, hostapi.Config{})
-	}, Construction: hostapi.WithConstruction}
-}
-
 // Call is one call of p's step handler with input, answering the host API
-// with a Host. It returns the handler's exit code and its result.
-func Call(ctx context.Context, p *runtime.Plugin, input []byte) (code int32, result []byte, err error) {
+// with a Host rather than an agent's call: the store and the domain are
+// left out. It returns the handler's exit code and its result.
+func Call(ctx context.Context, p *plugin.Plugin, input []byte) (code int32, result []byte, err error) {
 	h := &Host{input: input}
 	bind := func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, h) }
-	code, _, err = p.Call(ctx, abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind})
+	code, _, err = p.Runtime().Call(ctx, abi.StepExport, runtime.Invocation{Stdout: io.Discard, Stderr: io.Discard, Host: bind})
 	return code, h.result, err
 }
 
