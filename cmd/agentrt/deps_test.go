@@ -44,6 +44,14 @@ var allowedImports = map[string][]string{
 	// runtime, hostapi and protocol/wire do not import one another.
 	// wazero only for the type of a host module's instantiation.
 	"runtime/plugin": {"protocol", "protocol/wire", "plugins/abi", "runtime", "hostapi", "hostapi/egress", "github.com/tetratelabs/wazero"},
+	// The agents a process serves over one store: plugins loaded through
+	// runtime/plugin under the limits their manifests get, reloaded and
+	// retired, described in protocol's nouns. It reaches the store through
+	// an interface of its own (no storage: a second store plugs in) and
+	// front ends reach it through theirs (no httpapi: the next front
+	// ends describe agents too). fsnotify: it follows the plugin directory.
+	"runtime/fleet": {"protocol", "plugins/abi", "plugins/manifest", "runtime", "runtime/plugin", "hostapi", "hostapi/egress",
+		"github.com/fsnotify/fsnotify"},
 	// Outbound HTTP under an agent's policy: it owns the network.
 	"hostapi/egress": {"plugins/abi"},
 	// The kit's own source, which agentrt carries for "agentrt new".
