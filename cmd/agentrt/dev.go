@@ -2,95 +2,19 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 )
 
 // "agentrt run --dev" (or "agentrt dev") is run for a plugin's author: the
 // server log in the terminal, readable, with a line per request and each
 // handler call's log as it ends; and the plugin reloaded whenever its
-// file changes (a rebuild), through the plugin directory's machinery: the
-// dirWatcher waits for the file to settle, the fleet loads it and swaps it
-// in while calls in progress end on the old build, and a build that fails
-// to load leaves the previous one serving.
-
-// watchPlugin follows run's plugin file and loads each new build of it.
-func (s *server) watchPlugin(cfg *runConfig, log *slog.Logger) error {
-	dir, base := filepath.Split(cfg.plugin)
-	name := pluginFileName(base)
-	if name == "" || !strings.HasSuffix(base, pluginExt) {
-		return fmt.Errorf("--dev reloads a plugin file named NAME%s; %s is not", pluginExt, cfg.plugin)
-	}
-	if dir == "" {
-		dir = "."
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	reload := func() { s.fleet.reloadPlugin(ctx, cfg.plugin, cfg.name) }
-	w := &dirWatcher{dir: dir, settle: cfg.settle, log: log, rescan: reload, changed: func(changed string) {
-		if changed == name {
-			reload()
-		}
-	}}
-	fw, err := w.watch()
-	if err != nil {
-		cancel()
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.run(ctx, fw)
-	}()
-	s.stopWatching = func() { cancel(); <-done }
-	log.Info("watching the plugin file: a rebuild is loaded as soon as it is written", "file", cfg.plugin)
-	return nil
-}
-
-// reloadPlugin loads the plugin at path again and serves it as agent
-// name, unless its code is the build's already. A build that fails to load
-// is logged, and the previous one keeps serving.
-func (f *fleet) reloadPlugin(ctx context.Context, path, name string) {
-	code, err := readLimited(path, int64(f.cfg.maxPluginSize))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		f.log.Warn("the plugin file is gone; the loaded build keeps serving", "file", path)
-		return
-	case errors.Is(err, errTooLarge):
-		f.log.Warn("the rebuilt plugin is over the limit for a plugin; the previous build keeps serving", "file", path, "limit", int64(f.cfg.maxPluginSize))
-		return
-	case err != nil:
-		f.log.Warn("reading the rebuilt plugin failed; the previous build keeps serving", "file", path, "err", err)
-		return
-	}
-	sum := sha256.Sum256(code)
-	f.mu.RLock()
-	a := f.agents[name]
-	same := a != nil && a.build != nil && a.build.plugin.SHA256() == hex.EncodeToString(sum[:])
-	f.mu.RUnlock()
-	if a == nil || same {
-		return
-	}
-	start := time.Now()
-	b, err := f.newBuild(ctx, path, code, name, nil)
-	if err != nil {
-		f.log.Warn("the rebuilt plugin failed to load; the previous build keeps serving", "err", err)
-		return
-	}
-	f.mu.Lock()
-	f.retire(a, b)
-	f.mu.Unlock()
-	f.log.Info("plugin reloaded", "agent", name, "sha256", b.plugin.SHA256()[:12], "took", time.Since(start).Round(time.Millisecond))
-}
+// file changes (a rebuild): the fleet follows it (fleet.Config.Watch),
+// and a build that fails to load leaves the previous one serving.
 
 // consoleHandler is a slog.Handler for a terminal: one short line a
 // record, "15:04:05 message key=value ...", a request as

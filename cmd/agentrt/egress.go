@@ -10,10 +10,8 @@ import (
 	"strings"
 
 	"github.com/agentrt/agentrt/hostapi/egress"
-	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/plugins/manifest"
 	"github.com/agentrt/agentrt/protocol"
-	"github.com/agentrt/agentrt/protocol/httpapi"
 )
 
 // Outbound HTTP, as the operator configures it: what each agent may reach
@@ -21,7 +19,8 @@ import (
 // the host holds for it (--secret-env, the policy file), and the limits
 // its requests run under (--http-timeout, --max-http-requests,
 // --max-http-request, --max-http-response), which a manifest may tighten.
-// Each build of an agent gets its own egress.Client from these.
+// Each build of an agent gets its own egress.Client from these
+// (runtime/fleet).
 
 // egressConfig is what the operator's flags say of outbound HTTP.
 type egressConfig struct {
@@ -142,55 +141,4 @@ func readPolicyFile(g *egress.Grants, path string) error {
 		return fmt.Errorf("http policy %s: %w", path, err)
 	}
 	return nil
-}
-
-// egressFor makes the outbound HTTP client of a build of agent name,
-// whose manifest is m (nil: none), under limits l, and describes what it
-// was granted for /agents/NAME. notes say what the operator granted that
-// the manifest does not ask for, for the log.
-func (f *fleet) egressFor(name string, m *manifest.Manifest, l egress.Limits) (*egress.Client, *httpapi.OutboundHTTP, []string) {
-	var asked []abi.Destination
-	if m != nil {
-		asked = m.Capabilities.HTTP
-	}
-	policy, notes := f.cfg.egress.grants.For(name, asked, asked != nil)
-	client := egress.New(egress.Config{Agent: name, Policy: policy, Limits: l, Resolver: f.cfg.egress.resolver,
-		TLS: f.cfg.egress.tls, Log: f.log})
-	info := &httpapi.OutboundHTTP{Asked: destinationNames(asked), Granted: destinationNames(policy.Allow),
-		PrivateHosts: append([]string{}, policy.PrivateHosts...), Secrets: []httpapi.HeldSecret{}}
-	if asked == nil {
-		info.Asked = nil
-	}
-	for _, s := range policy.Secrets {
-		info.Secrets = append(info.Secrets, httpapi.HeldSecret{Name: s.Name, Destinations: destinationNames(s.Destinations)})
-	}
-	return client, info, notes
-}
-
-func destinationNames(ds []abi.Destination) []string {
-	out := []string{}
-	for _, d := range ds {
-		out = append(out, d.String())
-	}
-	return out
-}
-
-// egressLimitsFor are the outbound HTTP limits of an agent whose manifest
-// asks for m's: each the operator's, or less.
-func egressLimitsFor(op egress.Limits, m *manifest.Limits) egress.Limits {
-	l := op
-	l.Timeout = tighter(l.Timeout, m.HTTPTimeout, false)
-	l.MaxRequests = tighter(l.MaxRequests, m.MaxHTTPRequests, false)
-	l.MaxRequestBytes = tighter(l.MaxRequestBytes, m.MaxHTTPRequest, false)
-	l.MaxResponseBytes = tighter(l.MaxResponseBytes, m.MaxHTTPResponse, false)
-	return l
-}
-
-// describeEgressLimits adds the outbound HTTP limits to d, named as a
-// manifest names them.
-func describeEgressLimits(d map[string]any, l egress.Limits) {
-	d["http_timeout"] = l.Timeout.String()
-	d["max_http_requests"] = l.MaxRequests
-	d["max_http_request"] = l.MaxRequestBytes
-	d["max_http_response"] = l.MaxResponseBytes
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
-	"github.com/agentrt/agentrt/protocol/httpapi"
 )
 
 // serveDir serves the plugin directory dir in-process, as "agentrt serve"
@@ -62,31 +61,31 @@ func sha256Hex(b []byte) string {
 }
 
 // agentInfo is GET /agents/NAME, or nil on 404.
-func (ts *testServer) agentInfo(name string) *httpapi.AgentInfo {
+func (ts *testServer) agentInfo(name string) *protocol.AgentInfo {
 	ts.t.Helper()
 	r := ts.do("GET", "/agents/"+name, "", "")
 	if r.status == http.StatusNotFound {
 		return nil
 	}
-	var info httpapi.AgentInfo
+	var info protocol.AgentInfo
 	r.want(ts.t, 200).decode(ts.t, &info)
 	return &info
 }
 
 // agentList is GET /agents.
-func (ts *testServer) agentList() []httpapi.AgentInfo {
+func (ts *testServer) agentList() []protocol.AgentInfo {
 	ts.t.Helper()
 	var list struct {
-		Agents []httpapi.AgentInfo `json:"agents"`
+		Agents []protocol.AgentInfo `json:"agents"`
 	}
 	ts.do("GET", "/agents", "", "").want(ts.t, 200).decode(ts.t, &list)
 	return list.Agents
 }
 
 // waitAgent waits until the agent's description satisfies ok.
-func (ts *testServer) waitAgent(name, what string, ok func(*httpapi.AgentInfo) bool) *httpapi.AgentInfo {
+func (ts *testServer) waitAgent(name, what string, ok func(*protocol.AgentInfo) bool) *protocol.AgentInfo {
 	ts.t.Helper()
-	var info *httpapi.AgentInfo
+	var info *protocol.AgentInfo
 	eventually(ts.t, 20*time.Second, what, func() bool {
 		info = ts.agentInfo(name)
 		return info != nil && ok(info)
@@ -180,7 +179,7 @@ func TestPluginsAreAddedReplacedAndRemovedWithoutARestart(t *testing.T) {
 
 	// Added.
 	putFile(t, path, first)
-	ts.waitAgent("agent", "the added plugin served", func(i *httpapi.AgentInfo) bool { return i.State == "ready" })
+	ts.waitAgent("agent", "the added plugin served", func(i *protocol.AgentInfo) bool { return i.State == "ready" })
 	task := ts.agentTask("agent", `{}`)
 	stepBuild := func() string {
 		t.Helper()
@@ -196,14 +195,14 @@ func TestPluginsAreAddedReplacedAndRemovedWithoutARestart(t *testing.T) {
 	if err := os.WriteFile(path, second, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ts.waitAgent("agent", "the replaced build served", func(i *httpapi.AgentInfo) bool { return i.SHA256 == sha256Hex(second) })
+	ts.waitAgent("agent", "the replaced build served", func(i *protocol.AgentInfo) bool { return i.SHA256 == sha256Hex(second) })
 	if got := stepBuild(); got != sha256Hex(second) {
 		t.Fatalf("a step after the replacement ran on %s, want the new build", got)
 	}
 
 	// Corrupt: the previous build keeps serving, and the failure shows.
 	putFile(t, path, []byte("\x00asm\x01\x00\x00\x00garbage"))
-	info := ts.waitAgent("agent", "the corrupt build's failure shown", func(i *httpapi.AgentInfo) bool { return i.Error != "" })
+	info := ts.waitAgent("agent", "the corrupt build's failure shown", func(i *protocol.AgentInfo) bool { return i.Error != "" })
 	if info.State != "ready" || info.SHA256 != sha256Hex(second) {
 		t.Errorf("after a corrupt build: %+v, want the previous build ready", info)
 	}
@@ -222,14 +221,14 @@ func TestPluginsAreAddedReplacedAndRemovedWithoutARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Sync()
-	ts.waitAgent("agent", "the half-written build's failure shown", func(i *httpapi.AgentInfo) bool {
+	ts.waitAgent("agent", "the half-written build's failure shown", func(i *protocol.AgentInfo) bool {
 		return i.Error != "" && i.SHA256 == sha256Hex(second)
 	})
 	if _, err := f.Write(first[half:]); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	ts.waitAgent("agent", "the finished build served", func(i *httpapi.AgentInfo) bool {
+	ts.waitAgent("agent", "the finished build served", func(i *protocol.AgentInfo) bool {
 		return i.SHA256 == sha256Hex(first) && i.Error == ""
 	})
 
@@ -237,7 +236,7 @@ func TestPluginsAreAddedReplacedAndRemovedWithoutARestart(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	ts.waitAgent("agent", "the removed plugin's agent shown removed", func(i *httpapi.AgentInfo) bool { return i.State == "removed" })
+	ts.waitAgent("agent", "the removed plugin's agent shown removed", func(i *protocol.AgentInfo) bool { return i.State == "removed" })
 	ts.agentStep("agent", task, `{}`).wantError(t, http.StatusConflict, "agent")
 	ts.do("GET", "/agents/agent/ap/v1/agent/tasks/"+task, "", "").want(t, 200)
 	var steps protocol.StepList
@@ -266,7 +265,7 @@ func TestTwoFilesClaimingOneAgentNameServeOne(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "a.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	ts.waitAgent("shared", "b.wasm serving the name a.wasm left", func(i *httpapi.AgentInfo) bool {
+	ts.waitAgent("shared", "b.wasm serving the name a.wasm left", func(i *protocol.AgentInfo) bool {
 		return i.State == "ready" && i.File == "b.wasm"
 	})
 }
@@ -387,7 +386,7 @@ func TestAReloadWhileRequestsRunFailsNone(t *testing.T) {
 		}
 		return true
 	})
-	ts.waitAgent("echo", "the new build served", func(i *httpapi.AgentInfo) bool { return i.SHA256 == sha256Hex(second) })
+	ts.waitAgent("echo", "the new build served", func(i *protocol.AgentInfo) bool { return i.SHA256 == sha256Hex(second) })
 	var st protocol.Step
 	ts.agentStep("echo", tasks[0], `{}`).want(t, 200).decode(t, &st)
 	if st.Build.SHA256 != sha256Hex(second) {

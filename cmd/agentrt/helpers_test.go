@@ -355,7 +355,7 @@ func (ts *testServer) waitLimiter(what string, running, waiting int, requests ..
 	ts.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		r, w := ts.srv.limiter.Load()
+		r, w := ts.srv.fleet.Instances()
 		if r == running && w == waiting {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
+	"github.com/agentrt/agentrt/runtime/fleet"
 )
 
 // serverMetrics are what GET /metrics serves, in Prometheus' text format, with
@@ -119,14 +120,12 @@ func (m *serverMetrics) HandlerDone(agent string, h protocol.Handler, d time.Dur
 	}
 }
 
-// compiled counts a plugin compiled, by how the cache served it.
-func (m *serverMetrics) compiled(cache string) {
-	if m != nil {
-		m.compiles.WithLabelValues(cache).Inc()
-	}
+// PluginCompiled implements fleet.Metrics.
+func (m *serverMetrics) PluginCompiled(cache string) {
+	m.compiles.WithLabelValues(cache).Inc()
 }
 
 var (
 	_ httpapi.RequestObserver = (*serverMetrics)(nil)
-	_ protocol.Observer       = (*serverMetrics)(nil)
+	_ fleet.Metrics           = (*serverMetrics)(nil)
 )

@@ -90,7 +90,7 @@ func (s scrape) has(text string) bool {
 
 func TestMetricsMoveAsRequestsFlow(t *testing.T) {
 	ts := serve(t, goPlugin(t, "testdata/plugins/faulty"))
-	agent := ts.srv.fleet.cfg.defaultAgent
+	agent := ts.cfg.name
 	before := ts.scrapeMetrics()
 	if before.get("agentrt_plugin_compiles_total") < 1 {
 		t.Errorf("no compile counted for the plugin loaded")

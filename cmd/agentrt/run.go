@@ -24,6 +24,7 @@ import (
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/fleet"
 	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/agentrt/agentrt/storage"
 )
@@ -39,7 +40,7 @@ type runConfig struct {
 	pluginDir    string
 	defaultAgent string
 	// settle is how long serve waits for a changed plugin's files to stay
-	// the same before it loads them (dirWatcher).
+	// the same before it loads them (fleet.Config.Settle).
 	settle       time.Duration
 	addr         string
 	dataDir      string
@@ -425,7 +426,7 @@ func shutdown(hs *http.Server, srv *server, timeout time.Duration, log *slog.Log
 	}
 	why := fmt.Sprintf("the server shut down, and the step did not finish within the %s it was given", timeout)
 	log.Warn("requests still in progress at the shutdown timeout; stopping their steps", "timeout", timeout)
-	srv.fleet.interrupt(why)
+	srv.fleet.Interrupt(why)
 	ctx, cancel = context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := hs.Shutdown(ctx); err != nil {
@@ -480,17 +481,46 @@ func splitList(v string) []string {
 type server struct {
 	store   *storage.Store
 	keys    *storage.Keyring
-	fleet   *fleet
+	fleet   *fleet.Fleet
 	api     *httpapi.Server
 	handler http.Handler
-	// limiter bounds the instances of every plugin; tests watch its queue.
-	limiter *runtime.Limiter
 	// plugin is run's plugin, as it was loaded; nil for serve.
 	plugin *plugin.Plugin
-	// stopWatching stops following serve's plugin directory, and waits
-	// until it has stopped; nil for run.
-	stopWatching func()
 }
+
+// fleetConfig is what the fleet is told of cfg: run's plugin or serve's
+// directory, followed by serve and by run --dev.
+func (c *runConfig) fleetConfig(log *slog.Logger, m fleet.Metrics) fleet.Config {
+	cacheDir := c.cacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(c.dataDir, "cache")
+	}
+	return fleet.Config{
+		Limits: fleet.Limits{Limits: c.limits, CallTimeout: c.callTimeout, Memory: int64(c.memoryLimit),
+			MaxHostCalls: c.maxHostCalls, MaxTableEntries: c.maxTableEntries, Egress: c.egress.limits},
+		MaxInstances:   c.maxInstances,
+		MaxQueue:       c.maxQueue,
+		QueueWait:      c.queueWait,
+		Settings:       c.pluginConfig,
+		Dir:            c.pluginDir,
+		DefaultAgent:   c.defaultAgent,
+		Watch:          c.pluginDir != "" || c.dev,
+		Settle:         c.settle,
+		CacheDir:       cacheDir,
+		MaxPluginBytes: int64(c.maxPluginSize),
+		NoSnapshots:    !c.snapshots,
+		Version:        buildVersion(),
+		Egress:         fleet.Egress{Grants: c.egress.grants, Resolver: c.egress.resolver, TLS: c.egress.tls},
+		Log:            log,
+		Metrics:        m,
+	}
+}
+
+// fleetStore is the data directory's store as the fleet reaches it: each
+// agent's view of it a fleet.AgentStore.
+type fleetStore struct{ *storage.Store }
+
+func (s fleetStore) Agent(name string) fleet.AgentStore { return s.Store.Agent(name) }
 
 // open wires a server from cfg: run's plugin, or serve's directory of
 // plugins. It fails, with one line that says what is wrong, before
@@ -507,8 +537,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	if err != nil {
 		return nil, err
 	}
-	limiter := runtime.NewLimiter(cfg.maxInstances, cfg.maxQueue, cfg.queueWait)
-	srv := &server{store: store, limiter: limiter}
+	srv := &server{store: store}
 	if srv.keys, err = store.Keys(ctx); err != nil {
 		store.Close()
 		return nil, err
@@ -521,17 +550,14 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		}
 	}
 	m := newMetrics(
-		func() float64 { return srv.fleet.instances() },
-		func() float64 { return srv.fleet.queued() })
+		func() float64 { running, _ := srv.fleet.Instances(); return float64(running) },
+		func() float64 { _, waiting := srv.fleet.Instances(); return float64(waiting) })
+	srv.fleet = fleet.New(fleetStore{store}, cfg.fleetConfig(log, m))
 	if cfg.plugin != "" {
-		srv.fleet = newFleet(cfg, store, limiter, "", log)
-		srv.fleet.metrics = m
-		err = srv.fleet.openPlugin(ctx, cfg.plugin, cfg.name)
-		if err == nil {
-			srv.plugin = srv.fleet.agents[cfg.name].build.plugin
-		}
+		err = srv.fleet.OpenPlugin(ctx, cfg.plugin, cfg.name)
+		srv.plugin = srv.fleet.Plugin(cfg.name)
 	} else {
-		err = srv.openDir(ctx, cfg, log, m)
+		err = srv.fleet.OpenDir(ctx)
 	}
 	if err != nil {
 		srv.Close()
@@ -552,12 +578,6 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		Ready:               store.Ping,
 	})
 	srv.handler = srv.api
-	if cfg.dev {
-		if err := srv.watchPlugin(cfg, log); err != nil {
-			srv.Close()
-			return nil, err
-		}
-	}
 	return srv, nil
 }
 
@@ -580,45 +600,8 @@ func (k apiKeys) Check(ctx context.Context, key string) (string, []string, bool)
 	return found.Name, found.Agents, true
 }
 
-// openDir starts serve's fleet: it watches the plugin directory before it
-// loads what is there, so that no change is missed between the two.
-func (s *server) openDir(ctx context.Context, cfg *runConfig, log *slog.Logger, m *serverMetrics) error {
-	s.fleet = newFleet(cfg, s.store, s.limiter, cfg.pluginDir, log)
-	s.fleet.metrics = m
-	w := &dirWatcher{dir: cfg.pluginDir, settle: cfg.settle, log: log, rescan: func() {}}
-	fw, err := w.watch()
-	if err != nil {
-		return err
-	}
-	if err := s.fleet.openDir(ctx); err != nil {
-		fw.Close()
-		return err
-	}
-	watchCtx, cancel := context.WithCancel(context.Background())
-	w.changed = func(name string) { s.fleet.syncFileAsync(watchCtx, name) }
-	w.rescan = func() {
-		names, err := s.fleet.pluginFiles()
-		if err != nil {
-			log.Warn("plugin directory", "err", err)
-		}
-		for _, name := range names {
-			s.fleet.syncFileAsync(watchCtx, name)
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.run(watchCtx, fw)
-	}()
-	s.stopWatching = func() { cancel(); <-done; s.fleet.waitLoads() }
-	return nil
-}
-
 // Close releases the plugins and the store.
 func (s *server) Close() error {
-	if s.stopWatching != nil {
-		s.stopWatching()
-	}
 	var errs []error
 	if s.fleet != nil {
 		errs = append(errs, s.fleet.Close())
@@ -718,7 +701,7 @@ func (s *size) Set(v string) error {
 // base name without .wasm, with each character an agent name cannot hold
 // turned into '-' ("my agent.wasm" serves "my-agent").
 func agentNameOf(path string) string {
-	name := []byte(strings.TrimSuffix(filepath.Base(path), pluginExt))
+	name := []byte(strings.TrimSuffix(filepath.Base(path), fleet.PluginExt))
 	for i, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			name[i] = '-'

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrt/agentrt/protocol/httpapi"
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // startPaths are the two ways a call's instance starts, for the tests
@@ -199,9 +199,9 @@ func TestAgentsAndTheLogSayHowCallsStart(t *testing.T) {
 		putFile(t, filepath.Join(dir, name+".wasm"), pluginBytes(t, plugin))
 	}
 	ts := serveDir(t, dir)
-	var list struct{ Agents []httpapi.AgentInfo }
+	var list struct{ Agents []protocol.AgentInfo }
 	ts.do("GET", "/agents", "", "").want(t, 200).decode(t, &list)
-	starts := map[string]*httpapi.StartInfo{}
+	starts := map[string]*protocol.StartInfo{}
 	for _, a := range list.Agents {
 		starts[a.Name] = a.Start
 	}
