@@ -277,16 +277,18 @@ func (k *KeyAdmin) OpenToAnyone(ctx context.Context) (opened bool, err error) {
 		var required bool
 		switch err := tx.QueryRowContext(ctx, selectAuth).Scan(&required, new(int64), new(string)); {
 		case errors.Is(err, sql.ErrNoRows):
-			// Closed only if keys were made here before the record; the
-			// row written below records the operator's choice either way,
-			// which no later start second-guesses (and this change's
-			// signal, which writes keys-changed, must not read as keys).
+			// Closed only if keys were made here before the record.
 			required = keysChangedBefore(k.dir)
 		case err != nil:
 			return err
-		case !required:
-			return nil
 		}
+		if !required {
+			// Nothing to open: nothing is written, and keys-changed is
+			// not, so that no later start reads it as keys made here.
+			return errUnchanged
+		}
+		// A row even where there was none: the operator's choice, which
+		// no later start second-guesses.
 		_, err := tx.ExecContext(ctx, `INSERT INTO auth_required (one, required, changed_at, reason) VALUES (1, 0, ?, ?)
 			ON CONFLICT (one) DO UPDATE SET required = 0, changed_at = excluded.changed_at, reason = excluded.reason`,
 			millis(time.Now()), reasonOpened)
@@ -322,6 +324,10 @@ func (k *KeyAdmin) Auth(ctx context.Context) (AuthState, error) {
 	return authState(required, changedAt, reason), nil
 }
 
+// errUnchanged is what a change's fn returns when it changed nothing:
+// the transaction is rolled back and no server is told.
+var errUnchanged = errors.New("unchanged")
+
 // change runs fn in a transaction and, once it is committed, tells a
 // server running on the directory that the keys changed.
 func (k *KeyAdmin) change(ctx context.Context, fn func(*sql.Tx) error) error {
@@ -330,7 +336,9 @@ func (k *KeyAdmin) change(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("change keys: %w", err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	if err := fn(tx); errors.Is(err, errUnchanged) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
