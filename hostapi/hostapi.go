@@ -163,7 +163,7 @@ func (f *functions) enter(ctx context.Context, mod api.Module, stack []uint64, n
 	c.calls++
 	if c.calls > f.cfg.MaxCalls {
 		// The only way out of a runaway loop of host calls: stop the call.
-		panic(protocol.Errorf(protocol.EPLUGIN, "the plugin made more than %d host calls in one handler call", f.cfg.MaxCalls))
+		panic(protocol.NewPluginFailure(protocol.CauseHostLimit, "the plugin made more than %d host calls in one handler call", f.cfg.MaxCalls))
 	}
 	c.ctx = ctx
 	return impl(c, mod, stack)

@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -80,7 +79,7 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 // answered the same. The server calls it when it shuts down and its
 // steps did not end in the time it gave them.
 func (a *Agent) Interrupt(why string) {
-	a.stop(&Error{Code: EINTERRUPTED, Message: why, Cause: CauseCancelled, RetryAfter: 1})
+	a.stop(&Error{Code: EINTERRUPTED, Message: why, RetryAfter: 1})
 }
 
 // observe tells the observer, if any, of a handler call that ran for d
@@ -92,10 +91,11 @@ func (a *Agent) observe(h Handler, d time.Duration, err error) {
 	}
 	cause := ""
 	if err != nil {
-		if c := ErrorCode(err); c != EPLUGIN && c != ETIMEOUT {
+		f, ok := errors.AsType[*PluginFailure](err)
+		if !ok {
 			return
 		}
-		cause = FailureCause(err)
+		cause = f.Cause
 	}
 	a.observer.HandlerDone(a.name, h, d, cause)
 }
@@ -131,8 +131,8 @@ func (a *Agent) run(ctx context.Context, t *Task, call *Call) (int32, time.Durat
 	a.logCall(ctx, call, elapsed)
 	// The budget's deadline may pass before the plugin's time is counted
 	// (while the call waits for an instance): that is the budget too.
-	if ErrorCode(err) == ETIMEOUT && max > 0 && !time.Now().Before(call.deadline) {
-		err = &Error{Code: ETIMEOUT, Cause: CauseTimeout, Message: fmt.Sprintf("the task used up its plugin time budget of %s", max)}
+	if f, ok := errors.AsType[*PluginFailure](err); ok && f.Cause == CauseTimeout && max > 0 && !time.Now().Before(call.deadline) {
+		err = NewPluginFailure(CauseTimeout, "the task used up its plugin time budget of %s", max)
 	}
 	return code, elapsed, err
 }
@@ -162,19 +162,14 @@ func stopCause(ctx context.Context) *Error {
 	return e
 }
 
-// handlerError names the handler in a plugin failure. Failures of our own
-// (a full disk, say) pass through unchanged.
-func handlerError(h Handler, err error) *Error {
-	e, ok := errors.AsType[*Error](err)
-	if !ok {
-		return &Error{Code: EINTERNAL, Message: "internal error"}
+// handlerError names handler h in a plugin's failure (PluginFailure.of).
+// Failures of our own (a full disk, say) pass through unchanged.
+func handlerError(h Handler, err error) error {
+	if f, ok := errors.AsType[*PluginFailure](err); ok {
+		return f.of(h)
 	}
-	switch e.Code {
-	case EPLUGIN, ETIMEOUT:
-		// The cause may be the plugin's own text (its error, or its
-		// function names in wazero's account of a trap): a client sees,
-		// and a step records, at most maxPluginText of it.
-		return &Error{Code: e.Code, Cause: FailureCause(e), Message: fmt.Sprintf("%s handler failed: %s", h, cutText(e.Message, maxPluginText))}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
 	}
-	return e
+	return &Error{Code: EINTERNAL, Message: "internal error"}
 }

@@ -51,7 +51,7 @@ func wantCode(t *testing.T, what string, err error, code string) {
 
 func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 	trap := func(ctx context.Context, call *protocol.Call) (int32, error) {
-		return 0, protocol.Errorf(protocol.EPLUGIN, "wasm error: unreachable")
+		return 0, protocol.NewPluginFailure(protocol.CauseTrap, "wasm error: unreachable")
 	}
 	for name, tc := range map[string]struct {
 		handler fakeHandler
@@ -64,7 +64,7 @@ func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 		"bad result":     {setResult(`[1]`), protocol.EPLUGIN, "its result is not valid"},
 		"bad output obj": {setResult(`{"additional_output":[1]}`), protocol.EPLUGIN, "additional_output is not a JSON object"},
 		"timeout": {func(context.Context, *protocol.Call) (int32, error) {
-			return 0, protocol.Errorf(protocol.ETIMEOUT, "the call ran out of time")
+			return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "the call ran out of time")
 		}, protocol.ETIMEOUT, "ran out of time"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestAnUploadIsCommittedWhenItsClientGoesAwayDuringTheArtifactHandler(t *tes
 	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: func(pctx context.Context, call *protocol.Call) (int32, error) {
 		cancel()
 		if pctx.Err() != nil {
-			return 0, protocol.Errorf(protocol.ETIMEOUT, "stopped: %v", pctx.Err())
+			return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "stopped: %v", pctx.Err())
 		}
 		return 0, nil
 	}})
@@ -203,7 +203,7 @@ func TestATaskWhoseClientGoesAwayIsNotCreated(t *testing.T) {
 			t.Errorf("workspace write: %v", err)
 		}
 		cancel()
-		return 0, protocol.Errorf(protocol.ETIMEOUT, "stopped: %v", pctx.Err())
+		return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "stopped: %v", pctx.Err())
 	}})
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	_, err := a.CreateTask(ctx, protocol.TaskRequestBody{})
@@ -400,7 +400,7 @@ func TestAnUploadThatIsNotKeptLeavesNothingAtEachStage(t *testing.T) {
 		"rejected by the handler": {handler: setResult(`{"reject":"not today"}`), code: protocol.EREJECTED, placed: true},
 		"handler fails":           {handler: setResult(`{"error":"boom"}`), code: protocol.EPLUGIN, placed: true},
 		"handler traps": {handler: func(context.Context, *protocol.Call) (int32, error) {
-			return 0, protocol.Errorf(protocol.EPLUGIN, "trap")
+			return 0, protocol.NewPluginFailure(protocol.CauseTrap, "trap")
 		}, code: protocol.EPLUGIN, placed: true},
 		"recording fails":              {handler: setResult(`{}`), failRecord: true, code: protocol.EINSUFFICIENT, placed: true},
 		"recording fails, no handler":  {failRecord: true, code: protocol.EINSUFFICIENT, placed: true},

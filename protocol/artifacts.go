@@ -48,7 +48,7 @@ type Download struct {
 // sandbox under the agent's limits, with the task locked: it may write
 // the download's bytes to w (Call.DownloadWrite), and the answer is then
 // what it wrote (Served), or leave the download to the host. A handler
-// that fails is EPLUGIN or ETIMEOUT, after w was written to or not (the
+// that fails is a *PluginFailure, after w was written to or not (the
 // caller tells which). Its time counts against the task's budget and its
 // log goes to the task's, as the artifact handler's do.
 //
@@ -119,7 +119,7 @@ func (a *Agent) runDownloadHandler(ctx context.Context, b *served, art *Artifact
 		res, err = finish(call, code, call.codec.DecodeDownloadResult)
 	}
 	if err == nil && res.Default && call.downloaded > 0 {
-		err = Errorf(EPLUGIN, "it wrote %d bytes of the download, then left the download to the host", call.downloaded)
+		err = NewPluginFailure(CauseBadResult, "it wrote %d bytes of the download, then left the download to the host", call.downloaded)
 	}
 	if log := fitTaskLog(&b.Limits, task, call.logs); elapsed > 0 || len(log.Records) > 0 {
 		if rerr := a.store.AddArtifacts(context.WithoutCancel(ctx), art.TaskID, nil, log, elapsed); rerr != nil {

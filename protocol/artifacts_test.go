@@ -289,7 +289,7 @@ func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
 			return 0, call.SetResult([]byte(`{"default":true}`))
 		}, code: protocol.EPLUGIN, body: "x"},
 		"times out": {handler: func(context.Context, *protocol.Call) (int32, error) {
-			return 0, protocol.Errorf(protocol.ETIMEOUT, "too slow")
+			return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "too slow")
 		}, code: protocol.ETIMEOUT},
 		"past the artifact limit, refused": {handler: write("12345678", "9"), code: protocol.ETOOLARGE, body: "12345678"},
 	} {

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
@@ -32,7 +33,7 @@ func TestEveryStepRecordsTheAgentAndTheBuildThatRanIt(t *testing.T) {
 
 	// A failed step records the build that failed too.
 	p2 := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
-		return 0, protocol.Errorf(protocol.EPLUGIN, "trap")
+		return 0, protocol.NewPluginFailure(protocol.CauseTrap, "trap")
 	}})
 	a.Serve(&protocol.Build{Plugin: p2, ID: "sha-2", Limits: protocol.DefaultLimits})
 	_, err = a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
@@ -46,7 +47,7 @@ func TestEveryStepRecordsTheAgentAndTheBuildThatRanIt(t *testing.T) {
 // stepIDOf is the id of the step a plugin failure was recorded on.
 func stepIDOf(t *testing.T, err error) string {
 	t.Helper()
-	e, ok := err.(*protocol.Error)
+	e, ok := errors.AsType[*protocol.PluginFailure](err)
 	if !ok || e.StepID == "" {
 		t.Fatalf("want a plugin failure recorded on a step, got %v", err)
 	}

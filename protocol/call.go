@@ -342,42 +342,45 @@ func (r *DownloadResult) failure() string { return r.Error }
 
 // finish reads the result of a call whose handler returned code, with
 // decode (one of the codec's). A handler that set no result returns an
-// empty one. A handler fails (EPLUGIN) when its last result was refused,
-// cannot be decoded, carries an error message, or it returned a code
-// other than 0.
+// empty one. A handler fails (a *PluginFailure) when its last result was
+// refused, cannot be decoded, carries an error message, or it returned a
+// code other than 0.
 func finish[R any, P interface {
 	*R
 	result
 }](c *Call, code int32, decode func([]byte) (P, error)) (P, error) {
 	c.flushOutput()
-	caused := func(cause string, e *Error) *Error {
-		e.Cause = cause
-		return e
-	}
 	if c.resultErr != nil {
-		return nil, caused(CauseBadResult, Errorf(EPLUGIN, "its %s", ErrorMessage(c.resultErr)))
+		return nil, NewPluginFailure(CauseBadResult, "its %s", ErrorMessage(c.resultErr))
 	}
 	res := P(new(R))
 	if c.hasResult {
 		r, err := decode(c.result)
 		if err != nil {
-			if e, ok := errors.AsType[*Error](err); ok {
-				if e.Cause == "" && e.Code == EPLUGIN {
-					e.Cause = CauseBadResult
-				}
-				return nil, err
-			}
-			return nil, caused(CauseBadResult, Errorf(EPLUGIN, "its result is not valid: %v", err))
+			return nil, badResult(err)
 		}
 		res = r
 	}
 	switch {
 	case res.failure() != "":
-		return nil, caused(CauseHandlerError, Errorf(EPLUGIN, "%s", res.failure())) // cut by handlerError
+		return nil, NewPluginFailure(CauseHandlerError, "%s", res.failure()) // cut by handlerError
 	case code != 0:
-		return nil, caused(CauseReturnCode, Errorf(EPLUGIN, "it returned code %d", code))
+		return nil, NewPluginFailure(CauseReturnCode, "it returned code %d", code)
 	}
 	return res, nil
+}
+
+// badResult is the failure of a plugin whose result the codec could not
+// decode, err saying why: an *Error's message is the client's as it is;
+// another error's is quoted.
+func badResult(err error) *PluginFailure {
+	if f, ok := errors.AsType[*PluginFailure](err); ok {
+		return f
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return NewPluginFailure(CauseBadResult, "%s", e.Message)
+	}
+	return NewPluginFailure(CauseBadResult, "its result is not valid: %v", err)
 }
 
 // recorded marks the call's artifacts as recorded: discard keeps them.

@@ -42,12 +42,30 @@ type Error struct {
 	StepID string
 	// RetryAfter, in seconds, for EUNAVAILABLE.
 	RetryAfter int
-	// Cause says why a plugin failed (EPLUGIN, ETIMEOUT), as one of the
-	// Cause constants: what metrics count failures by.
-	Cause string
 }
 
-// Why a plugin failed: a bounded set, for metrics (FailureCause).
+// PluginFailure is the failure of a handler call that was the plugin's
+// doing: it trapped, exited, ran past its time or out of memory, was
+// stopped by a host limit or cancelled, or set a result the host refuses.
+// Every one is made by NewPluginFailure; a caller tells one from any other
+// error with errors.As, never by its code or text.
+//
+// It is an *Error too (errors.As finds it, and so do ErrorCode,
+// ErrorMessage and the HTTP mapping): its Code is EPLUGIN (502), or
+// ETIMEOUT (504) when its Cause is CauseTimeout; its Message is fit for a
+// client; its StepID names the step it was recorded on, once it was.
+type PluginFailure struct {
+	// Cause says why the plugin failed, as one of the Cause constants:
+	// what metrics count failures by.
+	Cause string
+	*clientError
+}
+
+// clientError is the *Error a PluginFailure is, under a name that leaves
+// PluginFailure its Error method.
+type clientError = Error
+
+// Why a plugin failed: a bounded set, for metrics (PluginFailure.Cause).
 const (
 	CauseTimeout      = "timeout"       // it ran past a time limit
 	CauseTrap         = "trap"          // it trapped (a panic, an unreachable, a bad memory access)
@@ -61,19 +79,29 @@ const (
 	CauseOther        = "other"
 )
 
-// FailureCause is the cause of a plugin failure err: its Cause, or one
-// told from its code.
-func FailureCause(err error) string {
-	e, ok := errors.AsType[*Error](err)
-	switch {
-	case !ok:
-		return CauseOther
-	case e.Cause != "":
-		return e.Cause
-	case e.Code == ETIMEOUT:
-		return CauseTimeout
+// NewPluginFailure returns a plugin's failure for cause (a Cause constant;
+// "" is CauseOther), with a message fit for a client. It is the one place
+// a plugin's failure is made and its code chosen: ETIMEOUT for
+// CauseTimeout, EPLUGIN for every other cause.
+func NewPluginFailure(cause, format string, args ...any) *PluginFailure {
+	code := EPLUGIN
+	switch cause {
+	case CauseTimeout:
+		code = ETIMEOUT
+	case "":
+		cause = CauseOther
 	}
-	return CauseOther
+	return &PluginFailure{Cause: cause, clientError: &Error{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+// Unwrap returns the failure as the *Error a client sees.
+func (f *PluginFailure) Unwrap() error { return f.clientError }
+
+// of is the failure f of handler h as its client is told it: naming the
+// handler, with at most maxPluginText of the plugin's own text (its
+// error, or its function names in wazero's account of a trap).
+func (f *PluginFailure) of(h Handler) *PluginFailure {
+	return NewPluginFailure(f.Cause, "%s handler failed: %s", h, cutText(f.Message, maxPluginText))
 }
 
 func (e *Error) Error() string { return e.Message }

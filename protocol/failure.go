@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -17,25 +16,26 @@ import (
 // explainFailure returns err, the failure of call c, with the cause the
 // plugin gave before it stopped, when it gave one: the error of the last
 // result it set, else the last panic or fatal error its runtime printed.
-// A failure that is not a trap or an exit (a timeout, a limit) is
-// returned unchanged.
+// A failure that is not the plugin's, or is a timeout, is returned
+// unchanged.
 func (c *Call) explainFailure(err error) error {
-	var e *Error
-	if !errors.As(err, &e) || e.Code != EPLUGIN {
+	f, ok := errors.AsType[*PluginFailure](err)
+	if !ok || f.Cause == CauseTimeout {
 		return err
 	}
 	c.flushOutput()
+	oom := f.Cause == CauseOutOfMemory
 	cause := c.resultFailure()
 	if cause == "" {
-		cause = c.printedFailure(e.Message)
+		cause = c.printedFailure(oom)
 	}
-	if over := goStackOverflow(c.logs); over != "" && strings.Contains(e.Message, "ran out of memory") {
-		return &Error{Code: e.Code, Cause: e.Cause, Message: e.Message + "; " + over}
+	if over := goStackOverflow(c.logs); over != "" && oom {
+		return NewPluginFailure(f.Cause, "%s; %s", f.Message, over)
 	}
 	if cause == "" {
 		return err
 	}
-	return &Error{Code: e.Code, Cause: e.Cause, Message: fmt.Sprintf("%s (%s)", cutText(cause, maxPluginText), e.Message)}
+	return NewPluginFailure(f.Cause, "%s (%s)", cutText(cause, maxPluginText), f.Message)
 }
 
 // resultFailure is the error of the result the call set last, "" if none.
@@ -61,9 +61,9 @@ func (c *Call) resultFailure() string {
 
 // printedFailure is the last line the plugin printed that a Go or TinyGo
 // runtime prints as it dies ("panic: ...", "fatal error: ..."), "" if
-// none. A fatal error the host already names (out of memory) adds
-// nothing.
-func (c *Call) printedFailure(hostMessage string) string {
+// none. A fatal error the host already names (out of memory, when oom)
+// adds nothing.
+func (c *Call) printedFailure(oom bool) string {
 	for i := len(c.logs) - 1; i >= 0; i-- {
 		r := c.logs[i]
 		if r.Level != "stdout" && r.Level != "stderr" {
@@ -73,7 +73,7 @@ func (c *Call) printedFailure(hostMessage string) string {
 		if !strings.HasPrefix(msg, "panic: ") && !strings.HasPrefix(msg, "fatal error: ") {
 			continue
 		}
-		if strings.Contains(hostMessage, "ran out of memory") && strings.Contains(msg, "out of memory") {
+		if oom && strings.Contains(msg, "out of memory") {
 			return ""
 		}
 		return msg

@@ -14,18 +14,18 @@ import (
 )
 
 func trapped(ctx context.Context, call *protocol.Call) (int32, error) {
-	return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseTrap, Message: "the plugin trapped: wasm error: unreachable"}
+	return 0, protocol.NewPluginFailure(protocol.CauseTrap, "the plugin trapped: wasm error: unreachable")
 }
 
 // failStep runs one step with handler and returns its failure, checking
 // that the step records the same message.
-func failStep(t *testing.T, handler fakeHandler) *protocol.Error {
+func failStep(t *testing.T, handler fakeHandler) *protocol.PluginFailure {
 	t.Helper()
 	s := newFakeStore()
 	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: handler}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
-	var e *protocol.Error
+	var e *protocol.PluginFailure
 	if !errors.As(err, &e) {
 		t.Fatalf("step did not fail: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestATrapTakesItsCauseFromWhatThePluginLeftBeforeIt(t *testing.T) {
 		}, "step handler failed: panic: runtime error: index out of range (the plugin trapped: wasm error: unreachable)", protocol.CauseTrap},
 		{"a fatal error the runtime printed (Go)", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			io.WriteString(call.Stderr(), "fatal error: all goroutines are asleep - deadlock!\n\ngoroutine 1 [chan receive]:\n")
-			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseExit, Message: "the plugin exited with code 2"}
+			return 0, protocol.NewPluginFailure(protocol.CauseExit, "the plugin exited with code 2")
 		}, "fatal error: all goroutines are asleep - deadlock! (the plugin exited with code 2)", protocol.CauseExit},
 		{"a result without an error adds nothing", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			call.SetResult([]byte(`{"output":"half done"}`))
@@ -65,7 +65,7 @@ func TestATrapTakesItsCauseFromWhatThePluginLeftBeforeIt(t *testing.T) {
 		}, "step handler failed: the plugin trapped: wasm error: unreachable", protocol.CauseTrap},
 		{"Go out of memory while growing its stack", func(ctx context.Context, call *protocol.Call) (int32, error) {
 			io.WriteString(call.Stderr(), "runtime: out of memory: cannot allocate 33554432-byte block\nfatal error: out of memory\n\nruntime stack:\nruntime.throw({0x34e5d, 0xd})\nruntime.newstack()\n")
-			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseOutOfMemory, Message: "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB)"}
+			return 0, protocol.NewPluginFailure(protocol.CauseOutOfMemory, "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB)")
 		}, "(it ran out of memory: it asked for 67.5 MiB, over its limit of 64 MiB); it was growing its stack: most likely a stack overflow", protocol.CauseOutOfMemory},
 	}
 	for _, tt := range tests {
@@ -86,7 +86,7 @@ func TestATimeoutIsNotExplainedByAResultSetBeforeIt(t *testing.T) {
 	e := failStep(t, func(ctx context.Context, call *protocol.Call) (int32, error) {
 		call.SetResult([]byte(`{"error":"not this"}`))
 		io.WriteString(call.Stdout(), "panic: nor this\n")
-		return 0, protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of 1s")
+		return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of 1s")
 	})
 	if e.Code != protocol.ETIMEOUT || strings.Contains(e.Message, "this") {
 		t.Errorf("timeout = %s %q", e.Code, e.Message)

@@ -628,8 +628,8 @@ type fakePlugin struct {
 }
 
 // fakeHandler is one handler: what it does with the call, and the return
-// code or the failure (a *protocol.Error, as runtime reports a trap) it
-// ends with.
+// code or the failure (a *protocol.PluginFailure, as runtime reports a
+// trap) it ends with.
 type fakeHandler func(ctx context.Context, call *protocol.Call) (int32, error)
 
 var _ protocol.Plugin = (*fakePlugin)(nil)

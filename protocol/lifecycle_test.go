@@ -20,7 +20,7 @@ func blockingStep(started chan<- struct{}) fakeHandler {
 	return func(ctx context.Context, call *protocol.Call) (int32, error) {
 		started <- struct{}{}
 		<-ctx.Done()
-		return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseCancelled, Message: "the plugin call was cancelled"}
+		return 0, protocol.NewPluginFailure(protocol.CauseCancelled, "the plugin call was cancelled")
 	}
 }
 
@@ -415,7 +415,7 @@ func TestTheObserverIsToldOfEveryHandlerCallAndWhyItFailed(t *testing.T) {
 		json.Unmarshal(call.Input(), &in)
 		switch in.Step.Input {
 		case "trap":
-			return 0, &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseTrap, Message: "trapped"}
+			return 0, protocol.NewPluginFailure(protocol.CauseTrap, "trapped")
 		case "error":
 			return 0, call.SetResult([]byte(`{"error":"no"}`))
 		case "busy":

@@ -33,24 +33,26 @@ type Plugin interface {
 	Codec() Codec
 	// Run runs the handler in a fresh instance whose host functions act on
 	// call, and returns the handler's return code and how long the plugin
-	// ran. An error is a *Error: EPLUGIN or ETIMEOUT when the plugin failed
-	// (trap, timeout, exit, limit), naming the cause; EUNAVAILABLE when it
-	// could not run. A call still running at call.Deadline() (when it is
-	// not zero) is stopped with ETIMEOUT, one still waiting to run fails
-	// with EUNAVAILABLE.
+	// ran. When the plugin failed (trap, timeout, exit, limit), the error
+	// is a *PluginFailure (NewPluginFailure) naming the cause: only that
+	// is recorded as the plugin's failure. Any other error means the
+	// handler did not run, through no fault of the plugin's: an *Error
+	// such as EUNAVAILABLE, or an internal error. A call still running at
+	// call.Deadline() (when it is not zero) is stopped as timed out
+	// (CauseTimeout), one still waiting to run fails with EUNAVAILABLE.
 	Run(ctx context.Context, h Handler, call *Call) (int32, time.Duration, error)
 }
 
 // Codec is a plugin ABI's wire format; package wire implements ABI
 // version 1. The Decode methods read a result message that checkJSON has
 // accepted (UTF-8, nested at most MaxJSONDepth deep); they fail with a
-// plain error saying what is wrong with it, or an *Error.
+// plain error saying what is wrong with it, or an *Error whose message is
+// the client's as it is: either way the plugin's failure (CauseBadResult).
 type Codec interface {
 	// EncodeInput writes the message a handler reads.
 	EncodeInput(in *HandlerInput) []byte
 	// DecodeTaskResult reads a task handler's result. A result planning
-	// more than maxSteps steps is EPLUGIN, refused before the steps are
-	// decoded.
+	// more than maxSteps steps is refused before the steps are decoded.
 	DecodeTaskResult(b []byte, maxSteps int) (*TaskResult, error)
 	// DecodeStepResult reads a step handler's result.
 	DecodeStepResult(b []byte) (*StepResult, error)

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
 // ExecuteStep runs the task's oldest planned step, or else a new step with
 // the request's input, through the plugin's step handler and records it.
-// When the plugin fails, the failure is recorded on the step and returned as
-// an *Error carrying the step's id.
+// When the plugin fails, the failure is recorded on the step and returned:
+// a *PluginFailure carrying the step's id.
 //
 // The step runs to completion even if ctx is cancelled (the client went
 // away): what it does is recorded and can be read later. It is stopped
@@ -27,6 +28,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	if err != nil {
 		return nil, err
 	}
+	req := &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}
 	b, err := a.acquire()
 	if err != nil {
 		return nil, err
@@ -42,97 +44,157 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	defer stop()
-
-	task, err := a.store.GetTask(ctx, taskID)
+	task, step, err := a.nextStep(ctx, b, taskID, req)
 	if err != nil {
 		return nil, err
+	}
+	run, err := a.runStep(ctx, b, task, step, req)
+	if err != nil {
+		return nil, err
+	}
+	defer run.call.discard() // a no-op once recorded
+	return a.recordStep(ctx, run)
+}
+
+// nextStep returns the task taskID and the step to execute on it: its
+// oldest planned step, else a new one with the request's input. ELIMIT
+// when the task holds the most steps it may, or has used up its plugin
+// time.
+func (a *Agent) nextStep(ctx context.Context, b *served, taskID string, req *StepRequestBody) (*Task, *Step, error) {
+	task, err := a.store.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, nil, err
 	}
 	var step *Step
 	if task.PlannedLeft { // most tasks have none: no look for one
 		if step, err = a.store.NextPlannedStep(ctx, taskID); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if step == nil {
 		if max := b.Limits.MaxTaskSteps; max > 0 && task.StepCount >= max {
-			return nil, Errorf(ELIMIT, "task %s holds %d steps, the most a task may hold", taskID, task.StepCount)
+			return nil, nil, Errorf(ELIMIT, "task %s holds %d steps, the most a task may hold", taskID, task.StepCount)
 		}
 		step = &Step{
 			TaskID:          taskID,
 			StepID:          newID(),
 			Status:          StatusCreated,
-			Input:           body.Input,
-			AdditionalInput: reqAddl,
+			Input:           req.Input,
+			AdditionalInput: req.AdditionalInput,
 			Artifacts:       []Artifact{},
 			CreatedAt:       time.Now(),
 		}
 	}
 	if err := checkBudget(&b.Limits, task); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return task, step, nil
+}
+
+// stepRun is a step whose handler ran, as it ended: what recordStep
+// records.
+type stepRun struct {
+	step *Step // its result applied, when it succeeded
+	call *Call
+	// failure is the step's failure as it is recorded and its client
+	// told, nil when it succeeded: the plugin's (a *PluginFailure naming
+	// the handler), or the *Error the agent was interrupted with.
+	failure error
+	// err is the failure as the server log tells it: the plugin's own,
+	// before it was named and cut.
+	err error
+}
+
+// runStep runs step, of task, through the step handler of build b, with
+// the execute-step request req, and reads its result onto the step. An
+// error leaves nothing to record: the task is being deleted (ENOTFOUND),
+// or the handler did not run through no fault of the plugin's (busy, the
+// disk at its floor), the step's running mark then undone.
+func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody) (run *stepRun, err error) {
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
 	mark, err := markRunning(ctx, a.store, step, a.markDelay, func(err error) {
-		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", taskID, "step_id", step.StepID, "err", err)
+		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", task.TaskID, "step_id", step.StepID, "err", err)
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer mark.end() // whatever happens, no mark is written after the step
-	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step,
-		Request: &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}})
+	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step, Request: req})
 	call.mark = mark
-	defer call.discard()
-	code, elapsed, runErr := a.run(ctx, task, call)
+	defer func() {
+		if run == nil {
+			call.discard() // nothing of the call is recorded
+		}
+	}()
+	code, elapsed, err := a.run(ctx, task, call)
 	marked := mark.end()
 	step.PluginTime = elapsed
-	var res *StepResult
-	if runErr == nil {
-		res, runErr = finish(call, code, call.codec.DecodeStepResult)
+	if err == nil {
+		err = readStepResult(call, code, step)
 	}
-	if runErr == nil {
-		runErr = applyStepResult(step, res)
-	}
-	a.observe(HandlerStep, elapsed, runErr)
+	a.observe(HandlerStep, elapsed, err)
+	run = &stepRun{step: step, call: call}
 	stopped := stopCause(ctx)
-	if stopped != nil && stopped.Code == ENOTFOUND {
-		return nil, stopped // the task is being deleted: nothing to record
-	}
-	if code := ErrorCode(runErr); code != "" && code != EPLUGIN && code != ETIMEOUT && stopped == nil {
-		// Not the plugin's doing (busy, say): nothing ran, nothing to
-		// record.
-		if !marked {
-			return nil, runErr
+	if err := run.end(err, stopped); err != nil {
+		if marked && stopped == nil {
+			a.abandonStep(ctx, step) // it did not run
 		}
-		if err := a.store.AbandonStep(context.WithoutCancel(ctx), step); err != nil {
-			a.log.WarnContext(ctx, "undoing the mark of a step that did not run", "task_id", taskID, "step_id", step.StepID, "err", err)
-		}
-		return nil, runErr
+		return nil, err
 	}
+	return run, nil
+}
+
+// end says how the run ended, its handler having ended with err and the
+// step stopped for stopped's reason (nil if it was not): it sets the
+// failure to record, if any, or returns an error that leaves nothing to
+// record: stopped, when the task is being deleted; err, when it was not
+// the plugin's doing (busy, say: nothing ran).
+func (run *stepRun) end(err error, stopped *Error) error {
+	run.err = err
+	switch f, failed := errors.AsType[*PluginFailure](err); {
+	case stopped != nil && stopped.Code == ENOTFOUND:
+		return stopped
+	case stopped != nil:
+		// The agent was interrupted: the step fails with why.
+		run.failure = &Error{Code: stopped.Code, Message: stopped.Message, RetryAfter: stopped.RetryAfter}
+	case failed:
+		run.failure = f.of(HandlerStep)
+	case err != nil:
+		return err
+	}
+	if run.err == nil {
+		run.err = run.failure
+	}
+	return nil
+}
+
+// readStepResult reads the result of call, a step handler's that returned
+// code, onto step.
+func readStepResult(call *Call, code int32, step *Step) error {
+	res, err := finish(call, code, call.codec.DecodeStepResult)
+	if err != nil {
+		return err
+	}
+	return applyStepResult(step, res)
+}
+
+// abandonStep undoes the running mark of a step whose handler did not run.
+func (a *Agent) abandonStep(ctx context.Context, step *Step) {
+	if err := a.store.AbandonStep(context.WithoutCancel(ctx), step); err != nil {
+		a.log.WarnContext(ctx, "undoing the mark of a step that did not run", "task_id", step.TaskID, "step_id", step.StepID, "err", err)
+	}
+}
+
+// recordStep records the step of run, with its log, and returns it; or,
+// when it failed, records the failure and returns it.
+func (a *Agent) recordStep(ctx context.Context, run *stepRun) (*Step, error) {
+	step, call := run.step, run.call
 	call.flushOutput()
 	step.Status = StatusCompleted
 	step.Logs = call.logs
-	if runErr != nil || stopped != nil {
-		failure := handlerError(HandlerStep, runErr)
-		if stopped != nil {
-			failure = &Error{Code: stopped.Code, Message: stopped.Message, Cause: CauseCancelled, RetryAfter: stopped.RetryAfter}
-		}
-		if call.stderr.wrote && failure.Code != EINTERNAL {
-			failure.Message += "; what it wrote to stderr is in the step's log"
-		}
-		step.Output = nil
-		step.IsLast = false
-		step.AdditionalOutput = FailureOutput(failure)
-		if err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil); err != nil {
-			return nil, err
-		}
-		why := runErr
-		if why == nil {
-			why = failure
-		}
-		a.log.WarnContext(ctx, "step handler failed", "task_id", taskID, "step_id", step.StepID, "err", logText(why))
-		failure.StepID = step.StepID
-		return nil, failure
+	if run.failure != nil {
+		return nil, a.recordFailure(ctx, run)
 	}
 	step.Artifacts = call.artifacts
 	if err := a.store.SaveStep(context.WithoutCancel(ctx), step, call.artifacts); err != nil {
@@ -142,11 +204,31 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	return step, nil
 }
 
+// recordFailure records the step of run as failed, without its output or
+// artifacts, its failure in its additional_output (FailureOutput), and
+// returns the failure, naming the step.
+func (a *Agent) recordFailure(ctx context.Context, run *stepRun) error {
+	step := run.step
+	e, _ := errors.AsType[*Error](run.failure) // a *PluginFailure is one
+	if run.call.stderr.wrote {
+		e.Message += "; what it wrote to stderr is in the step's log"
+	}
+	step.Output = nil
+	step.IsLast = false
+	step.AdditionalOutput = FailureOutput(e)
+	if err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil); err != nil {
+		return err
+	}
+	a.log.WarnContext(ctx, "step handler failed", "task_id", step.TaskID, "step_id", step.StepID, "err", logText(run.err))
+	e.StepID = step.StepID
+	return run.failure
+}
+
 // applyStepResult copies a step handler's result onto the step.
 func applyStepResult(step *Step, res *StepResult) error {
 	if len(res.AdditionalOutput) > 0 && !bytes.Equal(res.AdditionalOutput, []byte("null")) {
 		if !isObject(res.AdditionalOutput) {
-			return &Error{Code: EPLUGIN, Cause: CauseBadResult, Message: "the result's additional_output is not a JSON object"}
+			return NewPluginFailure(CauseBadResult, "the result's additional_output is not a JSON object")
 		}
 		step.AdditionalOutput = res.AdditionalOutput
 	}

@@ -138,7 +138,7 @@ func plannedSteps(t *Task, plan []PlannedStep) ([]Step, error) {
 	for i, p := range plan {
 		addl, err := ObjectOrEmpty(fmt.Sprintf("steps[%d].additional_input", i), p.AdditionalInput)
 		if err != nil {
-			return nil, Errorf(EPLUGIN, "planned a step with a bad value: %s", ErrorMessage(err))
+			return nil, NewPluginFailure(CauseBadResult, "planned a step with a bad value: %s", ErrorMessage(err))
 		}
 		steps = append(steps, plannedStep(t, p.Name, p.Input, addl))
 	}

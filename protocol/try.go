@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 )
@@ -47,7 +48,7 @@ type TryUpload struct {
 type Tried struct {
 	// Err is the handler's failure as a client would get it, nil when it
 	// succeeded.
-	Err *Error
+	Err *PluginFailure
 	// Elapsed is how long the plugin ran.
 	Elapsed time.Duration
 	// Planned is what the task handler planned.
@@ -121,25 +122,26 @@ func TryHandler(ctx context.Context, scratch Scratch, b *Build, try Try) (*Tried
 	code, elapsed, err := b.Plugin.Run(ctx, try.Handler, call)
 	err = call.explainFailure(err)
 	tried.Elapsed = elapsed
-	if code := ErrorCode(err); code != "" && code != EPLUGIN && code != ETIMEOUT {
+	if err == nil {
+		err = tried.finish(call, code)
+	}
+	f, failed := errors.AsType[*PluginFailure](err)
+	if err != nil && !failed {
 		call.discard()
 		if placed != nil {
 			placed.Rollback()
 		}
 		return nil, err // not the plugin's doing
 	}
-	if err == nil {
-		err = tried.finish(call, code)
-	}
 	call.flushOutput()
 	tried.Logs = call.logs
-	if err != nil {
-		tried.Err = handlerError(try.Handler, err)
-		if call.stderr.wrote && tried.Err.Code != EINTERNAL {
+	if failed {
+		tried.Err = f.of(try.Handler)
+		if call.stderr.wrote {
 			tried.Err.Message += "; what it wrote to stderr is in the call's log"
 		}
 		if tried.Step != nil {
-			tried.Step.Status, tried.Step.Output, tried.Step.AdditionalOutput = StatusCompleted, nil, FailureOutput(tried.Err)
+			tried.Step.Status, tried.Step.Output, tried.Step.AdditionalOutput = StatusCompleted, nil, FailureOutput(tried.Err.clientError)
 		}
 	}
 	if placed != nil {
@@ -172,12 +174,8 @@ func (t *Tried) finish(call *Call, code int32) error {
 		t.Planned, err = plannedSteps(call.task, res.Steps)
 		return err
 	case HandlerStep:
-		res, err := finish(call, code, call.codec.DecodeStepResult)
-		if err == nil {
-			err = applyStepResult(t.Step, res)
-		}
 		t.Step.Status = StatusCompleted
-		return err
+		return readStepResult(call, code, t.Step)
 	default:
 		res, err := finish(call, code, call.codec.DecodeArtifactResult)
 		if err == nil && res.Replace != nil {

@@ -112,8 +112,8 @@ func (u *Upload) stage(ctx context.Context) error {
 // at relativePath/fileName. Names are cleaned or refused (EBADPATH); the
 // workspace quota and the task's artifact quotas apply (ETOOLARGE). If the
 // plugin has an artifact handler, it runs first and may reject the upload
-// (EREJECTED) or fail (EPLUGIN); either way no artifact is kept (files the
-// handler wrote to the workspace stay, as a failed step's do).
+// (EREJECTED) or fail (a *PluginFailure); either way no artifact is kept
+// (files the handler wrote to the workspace stay, as a failed step's do).
 //
 // Like a step, a commit runs to completion even if ctx is cancelled.
 func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Artifact, error) {
@@ -145,7 +145,7 @@ func (u *Upload) Commit(ctx context.Context, fileName, relativePath string) (*Ar
 // not put in the workspace: agentrt holds no bytes of it, and fetches
 // nothing. The artifact handler, if there is one, runs first and may
 // accept it, reject it (EREJECTED), replace it (another URI, or a
-// workspace file's bytes), or fail (EPLUGIN). Otherwise as Commit.
+// workspace file's bytes), or fail (a *PluginFailure). Otherwise as Commit.
 func (u *Upload) CommitURI(ctx context.Context, uri, fileName, relativePath string) (*Artifact, error) {
 	uri, err := u.CheckURI(uri)
 	if err != nil {
@@ -252,40 +252,40 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 // errReplacedFile is the failure of an artifact handler that replaced an
 // uploaded file: only URI uploads are replaced.
 func errReplacedFile() error {
-	return Errorf(EPLUGIN, "it replaced an uploaded file; only URI uploads are replaced")
+	return NewPluginFailure(CauseBadResult, "it replaced an uploaded file; only URI uploads are replaced")
 }
 
 // replace makes art, a URI upload, what the artifact handler of call put
 // in its place: another URI the agent accepts, or the bytes of a
 // workspace file (the artifact is then that file, named by its path, held
 // to the upload limit and the task's artifact quotas). A bad replacement
-// is the plugin's failure (EPLUGIN).
+// is the plugin's failure (a *PluginFailure, CauseBadResult).
 func (u *Upload) replace(ctx context.Context, call *Call, art *Artifact, r *Replacement) error {
 	if art.URI == "" {
 		return errReplacedFile()
 	}
 	switch {
 	case (r.URI == "") == (r.WorkspacePath == ""):
-		return Errorf(EPLUGIN, "its replacement names neither or both of uri and workspace_path")
+		return NewPluginFailure(CauseBadResult, "its replacement names neither or both of uri and workspace_path")
 	case r.URI != "":
 		uri, err := u.CheckURI(r.URI)
 		if err != nil {
-			return Errorf(EPLUGIN, "it replaced the upload with a URI that is refused: %s", ErrorMessage(err))
+			return NewPluginFailure(CauseBadResult, "it replaced the upload with a URI that is refused: %s", ErrorMessage(err))
 		}
 		art.URI = uri
 		return nil
 	}
 	file, err := CleanFilePath(r.WorkspacePath)
 	if err != nil {
-		return Errorf(EPLUGIN, "it replaced the upload with a workspace path that is refused: %s", ErrorMessage(err))
+		return NewPluginFailure(CauseBadResult, "it replaced the upload with a workspace path that is refused: %s", ErrorMessage(err))
 	}
 	if err := u.CheckFile(); err != nil {
-		return Errorf(EPLUGIN, "it replaced the upload with bytes: %s", ErrorMessage(err))
+		return NewPluginFailure(CauseBadResult, "it replaced the upload with bytes: %s", ErrorMessage(err))
 	}
 	blob, err := call.workspace.StageArtifact(ctx, file, art.ArtifactID)
 	if err != nil {
 		if code := ErrorCode(err); code == ENOTFOUND || code == EBADPATH {
-			return Errorf(EPLUGIN, "it replaced the upload with the workspace file %q: %s", file, ErrorMessage(err))
+			return NewPluginFailure(CauseBadResult, "it replaced the upload with the workspace file %q: %s", file, ErrorMessage(err))
 		}
 		return err
 	}
@@ -293,10 +293,10 @@ func (u *Upload) replace(ctx context.Context, call *Call, art *Artifact, r *Repl
 	// URI: no bytes) and what the call created.
 	if size := blob.Size(); size > u.MaxSize() {
 		blob.Discard()
-		return Errorf(EPLUGIN, "it replaced the upload with %q, of %d bytes, over the upload limit of %d bytes", file, size, u.MaxSize())
+		return NewPluginFailure(CauseBadResult, "it replaced the upload with %q, of %d bytes, over the upload limit of %d bytes", file, size, u.MaxSize())
 	} else if err := u.build.Limits.checkArtifactBytes(call.use, size); err != nil {
 		blob.Discard()
-		return Errorf(EPLUGIN, "it replaced the upload with %q: %s", file, ErrorMessage(err))
+		return NewPluginFailure(CauseBadResult, "it replaced the upload with %q: %s", file, ErrorMessage(err))
 	}
 	sum, err := blob.SHA256()
 	if err != nil {

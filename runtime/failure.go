@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -13,29 +14,29 @@ import (
 // and a stack overflow is an out-of-bounds access or wazero's own "stack
 // overflow".
 
-// nameCause returns f, the failure of a call that stopped with err, with
-// its most likely cause named: memory the plugin asked for and was
-// refused, or a stack overflow.
-func nameCause(f *protocol.Error, err error, mem *instanceMemory) *protocol.Error {
-	if f.Code != protocol.EPLUGIN && f.Code != protocol.ETIMEOUT {
-		return f
+// nameCause returns failure, of a call that stopped with err, with its
+// most likely cause named: memory the plugin asked for and was refused,
+// or a stack overflow. A failure that is not the plugin's is returned
+// unchanged.
+func nameCause(failure error, err error, mem *instanceMemory) error {
+	f, ok := errors.AsType[*protocol.PluginFailure](failure)
+	if !ok {
+		return failure
 	}
 	if mem != nil && mem.refused > 0 {
 		oom := fmt.Sprintf("it ran out of memory: it asked for %s, over its limit of %s", byteSize(mem.refused), byteSize(mem.limit))
-		if f.Code == protocol.ETIMEOUT {
+		if f.Cause == protocol.CauseTimeout {
 			// Out of memory first: the time went to a runtime looking for
 			// memory it could not have.
-			return &protocol.Error{Code: protocol.EPLUGIN, Cause: protocol.CauseOutOfMemory, Message: fmt.Sprintf("the plugin %s; then %s", strings.TrimPrefix(oom, "it "), strings.TrimPrefix(f.Message, "the plugin "))}
+			return protocol.NewPluginFailure(protocol.CauseOutOfMemory, "the plugin %s; then %s", strings.TrimPrefix(oom, "it "), strings.TrimPrefix(f.Message, "the plugin "))
 		}
-		f.Message += " (" + oom + ")"
-		f.Cause = protocol.CauseOutOfMemory
-		return f
+		return protocol.NewPluginFailure(protocol.CauseOutOfMemory, "%s (%s)", f.Message, oom)
 	}
-	if f.Code != protocol.EPLUGIN || err == nil {
+	if f.Cause == protocol.CauseTimeout || err == nil {
 		return f
 	}
 	if overflow := stackOverflow(err.Error()); overflow != "" {
-		f.Message += "; " + overflow
+		return protocol.NewPluginFailure(f.Cause, "%s; %s", f.Message, overflow)
 	}
 	return f
 }

@@ -57,24 +57,33 @@ func TestStackOverflowIsToldFromADeepRecursionOrWazerosOwnStack(t *testing.T) {
 
 func TestAPluginRefusedMemoryIsOutOfMemoryEvenWhenItThenRanOutOfTime(t *testing.T) {
 	mem := &instanceMemory{limit: 4 << 20, refused: 8 << 20}
-	timeout := protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of 1s")
-	got := nameCause(timeout, errors.New("deadline"), mem)
+	timeout := protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of 1s")
+	got := pluginFailure(nameCause(timeout, errors.New("deadline"), mem))
 	if got.Code != protocol.EPLUGIN || got.Cause != protocol.CauseOutOfMemory || got.Message != "the plugin ran out of memory: it asked for 8 MiB, over its limit of 4 MiB; then ran past its time limit of 1s" {
 		t.Errorf("timeout after a refused grow = %s (cause %s) %q", got.Code, got.Cause, got.Message)
 	}
-	trap := protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: wasm error: unreachable")
-	got = nameCause(trap, errors.New(trace("wasm error: unreachable")), mem)
+	trap := protocol.NewPluginFailure(protocol.CauseTrap, "the plugin trapped: wasm error: unreachable")
+	got = pluginFailure(nameCause(trap, errors.New(trace("wasm error: unreachable")), mem))
 	if got.Cause != protocol.CauseOutOfMemory || got.Message != "the plugin trapped: wasm error: unreachable (it ran out of memory: it asked for 8 MiB, over its limit of 4 MiB)" {
 		t.Errorf("trap after a refused grow = (cause %s) %q", got.Cause, got.Message)
 	}
 	// Without a refused grow, a timeout stays a timeout.
-	timeout = protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of 1s")
-	if got := nameCause(timeout, errors.New("deadline"), &instanceMemory{limit: 4 << 20}); got.Code != protocol.ETIMEOUT {
+	timeout = protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of 1s")
+	if got := pluginFailure(nameCause(timeout, errors.New("deadline"), &instanceMemory{limit: 4 << 20})); got.Code != protocol.ETIMEOUT {
 		t.Errorf("a plain timeout became %s %q", got.Code, got.Message)
 	}
 	// What was not the plugin's doing is left alone.
 	busy := protocol.Errorf(protocol.EUNAVAILABLE, "busy")
-	if got := nameCause(busy, errors.New("x"), mem); got.Message != "busy" {
-		t.Errorf("EUNAVAILABLE became %q", got.Message)
+	if got := nameCause(busy, errors.New("x"), mem); protocol.ErrorMessage(got) != "busy" {
+		t.Errorf("EUNAVAILABLE became %q", protocol.ErrorMessage(got))
 	}
+}
+
+// pluginFailure is err as a plugin's failure; when it is not one, a
+// failure of cause "other" that says so.
+func pluginFailure(err error) *protocol.PluginFailure {
+	if f, ok := errors.AsType[*protocol.PluginFailure](err); ok {
+		return f
+	}
+	return protocol.NewPluginFailure("", "not a plugin's failure: %v", err)
 }

@@ -123,7 +123,7 @@ func TestACancelledCallIsStoppedAsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, _, err = p.Call(ctx, "agentrt_on_step", Invocation{})
-	var perr *protocol.Error
+	var perr *protocol.PluginFailure
 	if !errors.As(err, &perr) || perr.Cause != protocol.CauseCancelled {
 		t.Errorf("Call: %v; want it cancelled", err)
 	}

@@ -495,9 +495,10 @@ type Invocation struct {
 // Call runs the exported function name in a fresh instance and returns its
 // i32 result and how long the plugin ran (waiting for an instance slot,
 // see Config.Limiters, is not counted, and not limited by the call
-// timeout). A failure is a *protocol.Error: ETIMEOUT past the call
-// timeout, EPLUGIN for a trap, an exit or a host-imposed stop, and
-// EUNAVAILABLE when no instance could be had or the plugin is closing.
+// timeout). The plugin's failure is a *protocol.PluginFailure naming its
+// cause: a timeout past the call timeout (ETIMEOUT), a trap, an exit or a
+// host-imposed stop (EPLUGIN). EUNAVAILABLE is when no instance could be
+// had or the plugin is closing.
 func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, time.Duration, error) {
 	p.mu.RLock()
 	if p.closed {
@@ -540,7 +541,7 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 	}
 	fn := in.ExportedFunction(name)
 	if fn == nil {
-		return 0, protocol.Errorf(protocol.EPLUGIN, "the plugin does not export %s", name)
+		return 0, protocol.NewPluginFailure(protocol.CauseOther, "the plugin does not export %s", name)
 	}
 	callCtx := ctx
 	if inv.Host != nil {
@@ -633,35 +634,29 @@ func byteSize(n uint64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// failure explains why guest code stopped, in a client's terms.
-func (p *Plugin) failure(ctx context.Context, err error) *protocol.Error {
-	var perr *protocol.Error
+// failure explains why guest code stopped, in a client's terms: a
+// *protocol.PluginFailure, or EUNAVAILABLE when the plugin is closing.
+func (p *Plugin) failure(ctx context.Context, err error) error {
+	var failed *protocol.PluginFailure
 	var exit *sys.ExitError
-	caused := func(cause string, e *protocol.Error) *protocol.Error {
-		e.Cause = cause
-		return e
-	}
 	switch {
-	case errors.As(err, &perr):
-		if perr.Cause == "" && (perr.Code == protocol.EPLUGIN || perr.Code == protocol.ETIMEOUT) {
-			perr.Cause = protocol.CauseHostLimit
-		}
-		return perr // stopped by a host function
+	case errors.As(err, &failed):
+		return failed // stopped by a host function
 	case errors.As(err, &exit):
 		switch code := exit.ExitCode(); {
 		case code == sys.ExitCodeDeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return caused(protocol.CauseTimeout, protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout))
+			return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
 		case code == sys.ExitCodeContextCanceled && p.closing.Err() != nil:
 			return shuttingDown() // nothing the plugin did: not its failure
 		case code == sys.ExitCodeContextCanceled:
-			return caused(protocol.CauseCancelled, protocol.Errorf(protocol.EPLUGIN, "the plugin call was cancelled"))
+			return protocol.NewPluginFailure(protocol.CauseCancelled, "the plugin call was cancelled")
 		default:
-			return caused(protocol.CauseExit, protocol.Errorf(protocol.EPLUGIN, "the plugin exited with code %d", code))
+			return protocol.NewPluginFailure(protocol.CauseExit, "the plugin exited with code %d", code)
 		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return caused(protocol.CauseTimeout, protocol.Errorf(protocol.ETIMEOUT, "the plugin ran past its time limit of %s", p.cfg.CallTimeout))
+		return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
 	}
-	return caused(protocol.CauseTrap, protocol.Errorf(protocol.EPLUGIN, "the plugin trapped: %s", firstLine(err)))
+	return protocol.NewPluginFailure(protocol.CauseTrap, "the plugin trapped: %s", firstLine(err))
 }
 
 // Close releases the plugin's compiled code and runtime.

@@ -410,7 +410,7 @@ func (p *Plugin) restore(ctx context.Context, in *instance) error {
 	for i, g := range p.inst.globals {
 		mg, ok := in.ExportedGlobal(g.name).(api.MutableGlobal)
 		if !ok {
-			return protocol.Errorf(protocol.EPLUGIN, "the plugin's global %d is not mutable", g.index)
+			return protocol.NewPluginFailure(protocol.CauseOther, "the plugin's global %d is not mutable", g.index)
 		}
 		mg.Set(s.globals[i])
 	}
