@@ -24,30 +24,93 @@ import (
 // Host is the handler call the functions act on; *protocol.Call implements
 // it. Byte slices it is given may be the plugin's memory: it copies what it
 // keeps, and only after checking it against its limits.
+//
+// Its errors are domain errors, and reach the plugin as the ABI's codes
+// (codeOf), their message for last_error: ENOTFOUND is abi.ErrNotFound,
+// EBADPATH abi.ErrBadPath, ETOOLARGE abi.ErrLimit, EUNPROCESSABLE and
+// EINVALID abi.ErrInvalid, EMETHOD abi.ErrNotAllowed, and anything else
+// (a full disk, the store failing, the client gone) abi.ErrIO. Each method
+// below says which it returns; none stops the plugin.
 type Host interface {
+	// Input is the message the handler reads (input), in the ABI's wire
+	// format. It cannot fail.
 	Input() []byte
+	// SetResult keeps the handler's result (set_result), replacing an
+	// earlier one. ErrLimit over the result limit, ErrInvalid when it is
+	// not I-JSON (protocol.CheckJSON); a refused result fails the call
+	// unless a later one replaces it.
 	SetResult(result []byte) error
-	// Log keeps a line of level protocol.LevelDebug...
+	// Log keeps a line of the handler's log (log) at level, one of
+	// protocol.LevelDebug, LevelInfo, LevelWarn and LevelError
+	// (ErrInvalid for another). A line that would put the call's log over
+	// its limit is refused (ErrLimit), the log says so once, and every
+	// later line is refused the same way. Bytes that are not UTF-8 are
+	// kept, replaced by U+FFFD.
 	Log(level string, message []byte) error
+	// CreateArtifact stages an artifact (artifact_create) and returns its
+	// id: the bytes of data, or of the workspace file spec.WorkspacePath,
+	// or a URI artifact, with no bytes. It is recorded, linked to the
+	// step, only if the handler succeeds. ErrNotAllowed from the download
+	// handler, or for a URI scheme (or file bytes) the agent may not
+	// produce; ErrInvalid for a bad URI, or data given with a URI or with
+	// a workspace path; ErrBadPath for a file name or relative path
+	// refused, or a workspace path refused or naming a directory;
+	// ErrNotFound when the workspace file does not exist; ErrLimit past
+	// the artifacts a call may create, the artifact size limit or the
+	// task's artifact quotas (count and bytes); ErrIO when the bytes
+	// could not be staged.
 	CreateArtifact(ctx context.Context, spec protocol.ArtifactSpec, data []byte) (id string, err error)
+	// Config is the operator's settings for the plugin (config), a JSON
+	// object of strings. It cannot fail.
 	Config() []byte
-	// WorkspaceReadInto reads the file at path into buf when it fits and
-	// returns its size either way.
+	// WorkspaceReadInto reads the workspace file at path into buf when it
+	// fits and returns its size either way (workspace_read): a file
+	// larger than buf is not read. ErrBadPath for a path refused or naming
+	// a directory, ErrNotFound when there is no such file, ErrIO when the
+	// store fails.
 	WorkspaceReadInto(ctx context.Context, path string, buf []byte) (int64, error)
+	// WorkspaceWrite creates or replaces the workspace file at path,
+	// making its directories (workspace_write), after BeforeEffect.
+	// ErrNotAllowed from the download handler, ErrBadPath for a path
+	// refused, naming a directory or under a file, ErrLimit over the
+	// workspace's quota of bytes or entries (nothing is changed), and
+	// BeforeEffect's errors; ErrIO when the store fails.
 	WorkspaceWrite(ctx context.Context, path string, data []byte) error
+	// WorkspaceList lists the workspace files whose path starts with
+	// prefix, in path order (workspace_list). ErrBadPath for a prefix
+	// with characters a path may not hold or over the path length limit,
+	// ErrIO when the store fails.
 	WorkspaceList(ctx context.Context, prefix string) ([]protocol.FileInfo, error)
+	// WorkspaceStat describes the workspace file at path
+	// (workspace_stat). ErrBadPath and ErrNotFound as WorkspaceReadInto.
 	WorkspaceStat(ctx context.Context, path string) (protocol.FileInfo, error)
+	// WorkspaceDelete removes the workspace file at path and the
+	// directories it leaves empty (workspace_delete), after BeforeEffect.
+	// ErrNotAllowed from the download handler; ErrBadPath and ErrNotFound
+	// as WorkspaceReadInto; BeforeEffect's errors.
 	WorkspaceDelete(ctx context.Context, path string) error
 	// DownloadWrite sends data (the plugin's memory, which it does not
-	// hold) to the client downloading, within ctx's deadline.
+	// hold) to the client downloading, within ctx's deadline
+	// (download_write). ErrNotAllowed outside the download handler,
+	// ErrLimit when the download would hold more than the artifact limit
+	// (nothing is written), ErrIO once the client takes no more (it went
+	// away, or took the bytes too slowly), for this write and every later
+	// one.
 	DownloadWrite(ctx context.Context, data []byte) error
-	// BeforeEffect is called before an outbound request: what outlasts
-	// the handler call is recorded as under way first (a step's running
-	// mark). An error refuses the request.
+	// BeforeEffect is called before what outlasts the handler call (an
+	// outbound request here; WorkspaceWrite and WorkspaceDelete call it
+	// themselves): what outlasts the call is recorded as under way first
+	// (a step's running mark). An error refuses the effect: ErrNotFound
+	// when the task is gone, ErrIO when the mark could not be written.
 	BeforeEffect(ctx context.Context) error
 	// FetchArtifact writes the bytes of the task's URI artifact
 	// artifactID, which get fetches, to the workspace file path, and
-	// returns their size (http.go).
+	// returns their size (artifact_fetch, http.go). ErrNotAllowed from
+	// the download handler or for a URI that is not http or https;
+	// ErrBadPath for a path refused; ErrNotFound when the call sees no
+	// such artifact; ErrInvalid for an artifact of bytes (they are in the
+	// workspace already); BeforeEffect's errors; get's errors as they are
+	// (egress's, as failEgress maps them); then WorkspaceWrite's.
 	FetchArtifact(ctx context.Context, artifactID, path string, get func(ctx context.Context, uri string) ([]byte, error)) (int64, error)
 }
 
