@@ -44,14 +44,17 @@ type Error struct {
 	RetryAfter int
 }
 
+func (e *Error) Error() string { return e.Message }
+
 // PluginFailure is the failure of a handler call that was the plugin's
 // doing: it trapped, exited, ran past its time or out of memory, was
 // stopped by a host limit or cancelled, or set a result the host refuses.
 // Every one is made by NewPluginFailure; a caller tells one from any other
 // error with errors.As, never by its code or text.
 //
-// It is an *Error too (errors.As finds it, and so do ErrorCode,
-// ErrorMessage and the HTTP mapping): its Code is EPLUGIN (502), or
+// It is an *Error too: its fields Code, Message and StepID are those of
+// the *Error it unwraps to, which errors.As finds, and so do ErrorCode,
+// ErrorMessage and the HTTP mapping. Its Code is EPLUGIN (502), or
 // ETIMEOUT (504) when its Cause is CauseTimeout; its Message is fit for a
 // client; its StepID names the step it was recorded on, once it was.
 type PluginFailure struct {
@@ -103,8 +106,6 @@ func (f *PluginFailure) Unwrap() error { return f.clientError }
 func (f *PluginFailure) of(h Handler) *PluginFailure {
 	return NewPluginFailure(f.Cause, "%s handler failed: %s", h, cutText(f.Message, maxPluginText))
 }
-
-func (e *Error) Error() string { return e.Message }
 
 // Errorf returns an *Error with the given code and formatted message.
 func Errorf(code, format string, args ...any) *Error {
