@@ -76,6 +76,17 @@ const MaxJSONNumberBytes = 400
 // its byte offset (counted from 0); for a number or a duplicate name, also where it
 // is, as a path such as additional_input.a.b[3], never the value itself.
 func CheckJSON(b []byte, maxDepth int) error {
+	return CheckJSONFields(b, maxDepth, nil)
+}
+
+// CheckJSONFields is CheckJSON for a value that will be decoded into a Go value
+// whose fields are fields (JSONFieldsOf; nil for none): in the same pass, it
+// refuses what fields.Check refuses, a member named as a field only in another case,
+// with a *JSONNameError. It costs what CheckJSON does and, for each name of an
+// object decoded into a struct, a few comparisons with the struct's fields: about
+// 17 ns more (10%) for a create-task body, 75 ns (25%) for one that plans three
+// steps (BenchmarkCheckJSONFields).
+func CheckJSONFields(b []byte, maxDepth int, fields *JSONFields) error {
 	maxDepth = min(max(maxDepth, 0), maxJSONNesting)
 	// Bit d of inObject is set while the container at depth d+1 is an object and
 	// clear while it is an array.
@@ -86,6 +97,8 @@ func CheckJSON(b []byte, maxDepth int) error {
 	}
 	// The names of the members of the objects open, to find duplicates.
 	var m jsonMembers
+	// The containers open that decode into fields, to check their names.
+	t := jsonFieldsTrack{next: fields}
 	i := skipJSONSpace(b, 0)
 	if i == len(b) {
 		return &jsonTextError{fault: jsonNoValue, offset: i}
@@ -103,11 +116,15 @@ func CheckJSON(b []byte, maxDepth int) error {
 			}
 			word, bit := uint(depth)/64, uint64(1)<<(uint(depth)%64)
 			depth++
+			if t.next != nil {
+				t.open(c, i)
+			}
 			i = skipJSONSpace(b, i+1)
 			if c == '[' {
 				inObject[word] &^= bit
 				if i < len(b) && b[i] == ']' {
 					i++
+					t.close(depth)
 					depth--
 					break // the empty array is the value that ends here
 				}
@@ -116,12 +133,18 @@ func CheckJSON(b []byte, maxDepth int) error {
 			inObject[word] |= bit
 			if i < len(b) && b[i] == '}' {
 				i++
+				t.close(depth)
 				depth--
 				break // the empty object is the value that ends here
 			}
 			m.open()
 			if i, err = m.scanKey(b, i); err != nil {
 				return err
+			}
+			if depth == t.n {
+				if err = t.member(b, m.text(b, m.nNames-1), m.name(m.nNames-1).sum); err != nil {
+					return err
+				}
 			}
 			continue
 		case '"':
@@ -162,12 +185,23 @@ func CheckJSON(b []byte, maxDepth int) error {
 						return err
 					}
 				}
+				if depth == t.n {
+					if object {
+						err = t.member(b, m.text(b, m.nNames-1), m.name(m.nNames-1).sum)
+					} else {
+						t.element()
+					}
+					if err != nil {
+						return err
+					}
+				}
 				break next
 			case i < len(b) && (b[i] == ']' && !object || b[i] == '}' && object):
 				if object {
 					m.close()
 				}
 				i++
+				t.close(depth)
 				depth--
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -46,6 +47,11 @@ func (s *RequestedStep) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// decodesAsStruct says that UnmarshalJSON reads a step object as
+// encoding/json reads it into RequestedStep's fields: JSONFieldsOf checks
+// its names.
+func (*RequestedStep) decodesAsStruct() {}
+
 // TaskPatch is the body of update-task, a JSON merge patch (RFC 7396) of
 // the task's metadata: a field absent is left as it is, null removes it,
 // a string replaces it. No other field of a task can be changed.
@@ -78,6 +84,12 @@ func (p *TaskPatch) UnmarshalJSON(b []byte) error {
 	slices.Sort(names)
 	for _, name := range names {
 		f := fields[name]
+		for field := range fields {
+			// Refused as any name but these three, with what was meant.
+			if f == nil && strings.EqualFold(name, field) {
+				return Errorf(EUNPROCESSABLE, "%v", &JSONNameError{Name: name, Field: field})
+			}
+		}
 		if f == nil {
 			return Errorf(EUNPROCESSABLE, "field %q cannot be changed: a task's title, description and version can", name)
 		}
