@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -34,7 +36,7 @@ func FuzzDecodeRequestBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var task protocol.TaskRequestBody
 		err := decodeRequestBody(s, body, &task)
-		checkDecodeError(t, body, err, maxBody)
+		checkDecodeError(t, body, &protocol.TaskRequestBody{}, err, maxBody)
 		if err == nil {
 			checkServable(t, task.Input, task.AdditionalInput, func(addl json.RawMessage) any {
 				return &protocol.Task{TaskID: "t", Input: task.Input, AdditionalInput: addl, Artifacts: []protocol.Artifact{}}
@@ -42,9 +44,7 @@ func FuzzDecodeRequestBody(f *testing.F) {
 		}
 		var step protocol.StepRequestBody
 		err2 := decodeRequestBody(s, body, &step)
-		if (err == nil) != (err2 == nil) {
-			t.Fatalf("create-task decoding says %v, execute-step decoding %v", err, err2)
-		}
+		checkDecodeError(t, body, &protocol.StepRequestBody{}, err2, maxBody)
 		if err2 == nil {
 			checkServable(t, step.Input, step.AdditionalInput, func(addl json.RawMessage) any {
 				return &protocol.Step{TaskID: "t", StepID: "s", Status: protocol.StatusCompleted, Input: step.Input,
@@ -61,8 +61,9 @@ func decodeRequestBody(s *Server, body []byte, v any) error {
 	return s.decodeBody(httptest.NewRecorder(), req, v)
 }
 
-// checkDecodeError checks decodeBody's verdict on body against the oracle.
-func checkDecodeError(t *testing.T, body []byte, err error, maxBody int) {
+// checkDecodeError checks decodeBody's verdict on body, decoded into v
+// (a TaskRequestBody or a StepRequestBody), against the oracle.
+func checkDecodeError(t *testing.T, body []byte, v any, err error, maxBody int) {
 	t.Helper()
 	if len(body) > maxBody {
 		if protocol.ErrorCode(err) != protocol.ETOOLARGE {
@@ -79,8 +80,8 @@ func checkDecodeError(t *testing.T, body []byte, err error, maxBody int) {
 			t.Fatalf("error message %q is empty or not UTF-8", e.Message)
 		}
 	}
-	if want := acceptableRequestBody(body); want != (err == nil) {
-		t.Fatalf("decodeBody(%q) = %v; the oracle says it should be taken: %v", body, err, want)
+	if want := acceptableRequestBody(body, v); want != (err == nil) {
+		t.Fatalf("decodeBody(%q) into a %T = %v; the oracle says it should be taken: %v", body, v, err, want)
 	}
 }
 
@@ -89,20 +90,56 @@ func checkDecodeError(t *testing.T, body []byte, err error, maxBody int) {
 // object (RFC 8259: encoding/json's grammar) that is valid UTF-8, has no
 // lone surrogate escape, nests at most MaxJSONDepth deep, is I-JSON
 // (iJSON: no duplicate names, numbers a double holds) and whose fields
-// have the right types. Around the value, decodeBody trims what
-// bytes.TrimSpace trims (Unicode white space, NBSP and NEL included), not
-// only JSON's four white space bytes; so does the oracle.
-func acceptableRequestBody(body []byte) bool {
-	b := bytes.TrimSpace(body)
+// have the right types (encoding/json decodes it into v, a
+// TaskRequestBody or a StepRequestBody); and no member of the body, or of
+// a step it plans, is named as one of their fields only in another case
+// (caseVariantOf). Around the value, JSON's four white space bytes are
+// trimmed, and nothing else: a no-break space is no more JSON to agentrt
+// than to any strict parser.
+func acceptableRequestBody(body []byte, v any) bool {
+	b := bytes.Trim(body, " \t\r\n")
 	if len(b) == 0 || string(b) == "null" {
 		return true
 	}
-	var v struct {
-		Input           *string         `json:"input"`
-		AdditionalInput json.RawMessage `json:"additional_input"`
+	if !(utf8.Valid(b) && json.Valid(b) && loneSurrogateEscapeAt(b) < 0 &&
+		jsonNestingDepth(b) <= protocol.MaxJSONDepth && iJSON(b) && b[0] == '{' && json.Unmarshal(b, v) == nil) {
+		return false
 	}
-	return utf8.Valid(b) && json.Valid(b) && loneSurrogateEscapeAt(b) < 0 &&
-		jsonNestingDepth(b) <= protocol.MaxJSONDepth && iJSON(b) && b[0] == '{' && json.Unmarshal(b, &v) == nil
+	var members map[string]json.RawMessage
+	json.Unmarshal(b, &members)
+	top := []string{"input", "additional_input"}
+	if _, ok := v.(*protocol.TaskRequestBody); !ok {
+		return !caseVariantOf(members, top)
+	}
+	top = append(top, "title", "description", "version", "steps")
+	if caseVariantOf(members, top) {
+		return false
+	}
+	var steps []json.RawMessage
+	json.Unmarshal(members["steps"], &steps)
+	for _, st := range steps {
+		var step map[string]json.RawMessage
+		if json.Unmarshal(st, &step) == nil && caseVariantOf(step, []string{"name", "input", "additional_input"}) {
+			return false
+		}
+	}
+	return true
+}
+
+// caseVariantOf reports whether an object's members has a name that is one
+// of fields' only when case is folded (strings.EqualFold).
+func caseVariantOf(members map[string]json.RawMessage, fields []string) bool {
+	for name := range members {
+		if slices.Contains(fields, name) {
+			continue
+		}
+		for _, f := range fields {
+			if strings.EqualFold(name, f) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkServable checks what decodeBody took as the Agent would store and

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -355,17 +356,30 @@ const maxUnpacedAnswer = 16 << 10
 // types (EUNPROCESSABLE); a body over the limit is ETOOLARGE, one that
 // arrives too slowly ESLOWBODY.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, fieldsOf(v))
 	if err != nil || body == nil {
 		return err
 	}
 	return decodeJSON(body, v)
 }
 
+// fieldsOf is what encoding/json matches member names to when it decodes
+// into v, a pointer: readBody checks the names of a body to be decoded
+// into v with it.
+func fieldsOf(v any) *protocol.JSONFields {
+	return protocol.JSONFieldsOf(reflect.TypeOf(v).Elem())
+}
+
 // readBody reads an optional JSON request body as decodeBody takes it:
 // nil for an absent or empty body or null, else one JSON object agentrt
-// can store and serve.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// can store and serve. In the same pass over it, it refuses a member
+// named as a field of fields only in another case ("INPUT", or
+// "\u017Fteps" for steps): encoding/json would read it as the field,
+// where every other reader of the body (a proxy, an audit log, the
+// client's own code) reads another name (protocol.JSONFields). Members
+// that name no field are left to decoding, which ignores them: a client
+// may send more than agentrt reads.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, fields *protocol.JSONFields) ([]byte, error) {
 	body, err := io.ReadAll(s.body(w, r, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -378,11 +392,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		}
 		return nil, protocol.Errorf(protocol.EABORTED, "reading the request body failed: %v", err)
 	}
-	body = bytes.TrimSpace(body)
+	// JSON's white space only: bytes.TrimSpace would take a body behind a
+	// no-break space, which every strict parser refuses (so a proxy or an
+	// audit log reads nothing where agentrt reads a task).
+	body = bytes.Trim(body, " \t\r\n")
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
 		return nil, nil
 	}
-	if err := protocol.CheckJSON(body, protocol.MaxJSONDepth); err != nil {
+	if err := protocol.CheckJSONFields(body, protocol.MaxJSONDepth, fields); err != nil {
+		if _, ok := errors.AsType[*protocol.JSONNameError](err); ok {
+			return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid: %v", err)
+		}
 		return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not valid JSON: %v", err)
 	}
 	if body[0] != '{' {
@@ -391,8 +411,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
-// decodeJSON decodes body, one JSON object readBody accepted (so nothing
-// follows it), into v.
+// decodeJSON decodes body, one JSON object readBody accepted for v (so
+// nothing follows it, and its names are v's fields' as they are written),
+// into v.
 func decodeJSON(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		if e, ok := errors.AsType[*protocol.Error](err); ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"regexp"
@@ -155,14 +156,17 @@ func markSymbolic(r *http.Request) *http.Request {
 // TaskRequestBody or a TaskPatch), from plain JSON or, when the client
 // sent it so, the symbolic form.
 func (s *Server) decodeTaskBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := s.readBody(w, r)
+	if !sentSymbolic(r) {
+		return s.decodeBody(w, r, v)
+	}
+	// Its names are symbols; the plain body plainTask writes has the
+	// fields' names exactly.
+	body, err := s.readBody(w, r, nil)
 	if err != nil || body == nil {
 		return err
 	}
-	if sentSymbolic(r) {
-		if body, err = plainTask(body); err != nil {
-			return err
-		}
+	if body, err = plainTask(body); err != nil {
+		return err
 	}
 	return decodeJSON(body, v)
 }
@@ -175,8 +179,12 @@ func plainTask(body []byte) ([]byte, error) {
 		return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "the request body is not a JSON object: %v", err)
 	}
 	plain := make(map[string]json.RawMessage, len(fields))
+	by := map[string]string{} // the key each field was given by
 	for _, key := range sortedKeys(fields) {
 		name := plainName(taskSymbols, key)
+		if err := givenOnce(by, name, key, ""); err != nil {
+			return nil, err
+		}
 		switch name {
 		case "":
 			return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "%q is not a symbol of a task; the symbols are %s", key, symbolList(taskSymbols[1:7]))
@@ -214,10 +222,14 @@ func plainSteps(raw json.RawMessage) (json.RawMessage, error) {
 			return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "🚶[%d] is not a step: %v", i, err)
 		}
 		plain := map[string]json.RawMessage{}
+		by := map[string]string{}
 		for _, key := range sortedKeys(fields) {
 			name := plainName(stepSymbols, key)
 			if name == "" {
 				return nil, protocol.Errorf(protocol.EUNPROCESSABLE, "🚶[%d]: %q is not a symbol of a step; the symbols are %s", i, key, symbolList(stepSymbols))
+			}
+			if err := givenOnce(by, name, key, fmt.Sprintf("🚶[%d]: ", i)); err != nil {
+				return nil, err
 			}
 			plain[name] = fields[key]
 		}
@@ -228,6 +240,42 @@ func plainSteps(raw json.RawMessage) (json.RawMessage, error) {
 		out[i] = b
 	}
 	return json.Marshal(out)
+}
+
+// givenOnce refuses key, a symbol of the field name, when an earlier key
+// of the same object (in by, which it updates) named that field too: two
+// ways of writing one emoji ("🏷️" and "🏷", with and without its
+// variation selector) are two members to every JSON reader, and one of
+// them would quietly replace the other here. where starts the message.
+func givenOnce(by map[string]string, name, key, where string) error {
+	if name == "" {
+		return nil
+	}
+	if first, ok := by[name]; ok {
+		return protocol.Errorf(protocol.EUNPROCESSABLE, "%s%s and %s both name %s: give each field once", where, symbolShown(first), symbolShown(key), name)
+	}
+	by[name] = key
+	return nil
+}
+
+// maxSymbolShown bounds the code points symbolShown lists.
+const maxSymbolShown = 8
+
+// symbolShown is key for a message, with its code points, which tell
+// apart what looks the same: "🏷️" (U+1F3F7 U+FE0F).
+func symbolShown(key string) string {
+	runes := []rune(key)
+	if len(runes) > maxSymbolShown {
+		runes = runes[:maxSymbolShown]
+	}
+	codes := make([]string, len(runes))
+	for i, r := range runes {
+		codes[i] = fmt.Sprintf("%U", r)
+	}
+	if shown := string(runes); shown != key {
+		return fmt.Sprintf("%q (%s …)", shown+"…", strings.Join(codes, " "))
+	}
+	return fmt.Sprintf("%q (%s)", key, strings.Join(codes, " "))
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {
