@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
@@ -110,7 +110,7 @@ func appendArtifact(b []byte, a *protocol.Artifact) []byte {
 // DecodeStepResult reads abi.StepResult.
 func (v1) DecodeStepResult(b []byte) (*protocol.StepResult, error) {
 	var r abi.StepResult
-	if err := decodeObject(b, &r); err != nil {
+	if err := decodeObject(b, &r, stepResultFields); err != nil {
 		return nil, err
 	}
 	return &protocol.StepResult{
@@ -125,7 +125,7 @@ func (v1) DecodeStepResult(b []byte) (*protocol.StepResult, error) {
 // DecodeArtifactResult reads abi.ArtifactResult.
 func (v1) DecodeArtifactResult(b []byte) (*protocol.ArtifactResult, error) {
 	var r abi.ArtifactResult
-	if err := decodeObject(b, &r); err != nil {
+	if err := decodeObject(b, &r, artifactResultFields); err != nil {
 		return nil, err
 	}
 	res := &protocol.ArtifactResult{Reject: r.Reject, Error: r.Error}
@@ -138,16 +138,31 @@ func (v1) DecodeArtifactResult(b []byte) (*protocol.ArtifactResult, error) {
 // DecodeDownloadResult reads abi.DownloadResult.
 func (v1) DecodeDownloadResult(b []byte) (*protocol.DownloadResult, error) {
 	var r abi.DownloadResult
-	if err := decodeObject(b, &r); err != nil {
+	if err := decodeObject(b, &r, downloadResultFields); err != nil {
 		return nil, err
 	}
 	return &protocol.DownloadResult{Default: r.Default, Error: r.Error}, nil
 }
 
-// decodeObject reads a result object into v.
-func decodeObject(b []byte, v any) error {
+// The fields of each result, as encoding/json matches members to them.
+var (
+	stepResultFields     = protocol.JSONFieldsOf(reflect.TypeFor[abi.StepResult]())
+	artifactResultFields = protocol.JSONFieldsOf(reflect.TypeFor[abi.ArtifactResult]())
+	downloadResultFields = protocol.JSONFieldsOf(reflect.TypeFor[abi.DownloadResult]())
+	taskResultFields     = protocol.JSONFieldsOf(reflect.TypeFor[abi.TaskResult]())
+)
+
+// decodeObject reads a result object, JSON text set_result took, into v,
+// whose fields are fields. A member named as a field only in another case
+// ("OUTPUT") is refused, not read as the field as encoding/json would:
+// the ABI's names are case-sensitive, and every other reader of the
+// result (a kit's test double, a log) reads it as another name.
+func decodeObject(b []byte, v any, fields *protocol.JSONFields) error {
 	if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
 		return errors.New("it is not a JSON object")
+	}
+	if err := fields.Check(b); err != nil {
+		return err
 	}
 	return json.Unmarshal(b, v)
 }
@@ -157,6 +172,12 @@ func decodeObject(b []byte, v any) error {
 // steps, and each costs the host far more than its bytes.
 func (v1) DecodeTaskResult(b []byte, max int) (*protocol.TaskResult, error) {
 	res := &protocol.TaskResult{}
+	// Names as decodeObject takes them; past this, each is a field's
+	// exactly or none. The check reads the whole result but allocates
+	// nothing, a planned step's names included.
+	if err := taskResultFields.Check(b); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, errors.New("it is not a JSON object")
@@ -167,10 +188,8 @@ func (v1) DecodeTaskResult(b []byte, max int) (*protocol.TaskResult, error) {
 			return nil, err
 		}
 		key, _ := tok.(string)
-		// Keys match as encoding/json matches them, ignoring case, so
-		// that every handler's result reads the same way.
-		switch {
-		case strings.EqualFold(key, "steps"):
+		switch key {
+		case "steps":
 			res.Steps = nil
 			if tok, err = dec.Token(); err != nil {
 				return nil, err
@@ -192,7 +211,7 @@ func (v1) DecodeTaskResult(b []byte, max int) (*protocol.TaskResult, error) {
 			if _, err := dec.Token(); err != nil { // ]
 				return nil, err
 			}
-		case strings.EqualFold(key, "error"):
+		case "error":
 			var msg *string
 			if err := dec.Decode(&msg); err != nil {
 				return nil, err
