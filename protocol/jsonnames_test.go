@@ -13,23 +13,24 @@ import (
 
 // fieldsProbe is a struct of every shape JSONFieldsOf follows.
 type fieldsProbe struct {
-	Plain    string                      `json:"plain"`
-	Opt      *string                     `json:"opt,omitempty"`
-	Kind     string                      `json:"kind"`
-	Raw      json.RawMessage             `json:"raw"`
-	Untagged bool                        // matched as "Untagged"
-	Skipped  string                      `json:"-"`
-	Dash     string                      `json:"-,"` // named "-"
-	Inner    *fieldsProbe                `json:"inner"`
-	List     []fieldsProbeItem           `json:"list"`
-	ByName   map[string]fieldsProbe      `json:"by_name"`
-	Steps    []RequestedStep             `json:"steps"`
-	Patch    *TaskPatch                  `json:"patch"`
-	Nested   [][]fieldsProbeItem         `json:"nested"`
-	Any      any                         `json:"any"`
-	_        struct{}                    // unexported: not a field
-	Strings  map[string]string           `json:"strings"`
-	Items    map[string]*fieldsProbeItem `json:"items"`
+	Plain    string          `json:"plain"`
+	Opt      *string         `json:"opt,omitempty"`
+	Kind     string          `json:"kind"`
+	Raw      json.RawMessage `json:"raw"`
+	Untagged bool            // matched as "Untagged"
+	Skipped  string          `json:"-"`
+	//lint:ignore SA5008 "-," names the field "-", as encoding/json documents: the probe checks it does
+	Dash    string                      `json:"-,"` // named "-"
+	Inner   *fieldsProbe                `json:"inner"`
+	List    []fieldsProbeItem           `json:"list"`
+	ByName  map[string]fieldsProbe      `json:"by_name"`
+	Steps   []RequestedStep             `json:"steps"`
+	Patch   *TaskPatch                  `json:"patch"`
+	Nested  [][]fieldsProbeItem         `json:"nested"`
+	Any     any                         `json:"any"`
+	_       struct{}                    // unexported: not a field
+	Strings map[string]string           `json:"strings"`
+	Items   map[string]*fieldsProbeItem `json:"items"`
 }
 
 type fieldsProbeItem struct {
