@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -41,6 +43,23 @@ func BenchmarkDecodeBody(b *testing.B) {
 				}
 			}
 		})
+		// readBody with and without the check of member names, in one
+		// binary: what the check adds to the pass over the body.
+		v := c.v()
+		for _, names := range []struct {
+			name   string
+			fields func() *protocol.JSONFields
+		}{{"readBody", func() *protocol.JSONFields { return fieldsOf(v) }}, {"readBody_no_names", func() *protocol.JSONFields { return nil }}} {
+			b.Run(c.name+"/"+names.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					r := httptest.NewRequest("POST", Prefix+"/agent/tasks", bytes.NewReader(body))
+					if _, err := s.readBody(httptest.NewRecorder(), r, names.fields()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name+"/decodeJSON", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

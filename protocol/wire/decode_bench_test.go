@@ -16,10 +16,26 @@ func BenchmarkDecodeResult(b *testing.B) {
 			}
 		}
 	})
+	b.Run("step/names_only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := stepResultFields.Check(step); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("task", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := V1.DecodeTaskResult(task, 256); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("task/names_only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := taskResultFields.Check(task); err != nil {
 				b.Fatal(err)
 			}
 		}
