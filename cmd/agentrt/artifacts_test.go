@@ -129,6 +129,11 @@ func TestAnUploadIsExactlyOneOfAFileAndAURI(t *testing.T) {
 		{"credentials", []part{{name: "uri", value: "https://me:secret@example.com/"}}, "user information"},
 		{"file_name with a file", []part{{name: "file_name", value: "x.txt"}, file}, `"file_name" field goes with a "uri"`},
 		{"a bad file_name", []part{{name: "file_name", value: ".."}, uri}, "not a usable name"},
+		// A field given twice: Go's FormValue and most frameworks read the
+		// first, so reading either would differ from someone.
+		{"two file_names", []part{{name: "file_name", value: "a.pdf"}, uri, {name: "file_name", value: "b.pdf"}}, `more than one "file_name" field`},
+		{"two relative_paths, a file", []part{{name: "relative_path", value: "a"}, file, {name: "relative_path", value: "b"}}, `more than one "relative_path" field`},
+		{"two relative_paths, a URI", []part{{name: "relative_path", value: "a"}, {name: "relative_path", value: "b"}, uri}, `more than one "relative_path" field`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts.upload(task, tc.parts...).wantError(t, 422, tc.want)
@@ -137,7 +142,7 @@ func TestAnUploadIsExactlyOneOfAFileAndAURI(t *testing.T) {
 	var list struct{ Artifacts []artifactJSON }
 	ts.do("GET", "/ap/v1/agent/tasks/"+task+"/artifacts", "", "").want(t, 200).decode(t, &list)
 	if len(list.Artifacts) != 3 {
-		t.Errorf("the task holds %d artifacts after 3 uploads and %d refusals", len(list.Artifacts), 12)
+		t.Errorf("the task holds %d artifacts after 3 uploads and %d refusals", len(list.Artifacts), 15)
 	}
 	assertNoStrayFiles(t, ts.cfg.dataDir)
 	// A URI artifact is not in the workspace.

@@ -62,6 +62,7 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 	var (
 		fileName, relativePath, uri string
 		haveFile, haveURI, named    bool
+		havePath                    bool
 	)
 	both := protocol.Errorf(protocol.EUNPROCESSABLE, "the body has both a \"file\" part and a \"uri\" field; send one: a file's bytes, or a URI")
 	for {
@@ -106,12 +107,21 @@ func (s *Server) handleUploadArtifact(w http.ResponseWriter, r *http.Request, ps
 				return err
 			}
 		case "file_name":
+			if named {
+				// Go's FormValue and most frameworks keep the first of a
+				// field given twice; reading the last would differ.
+				return protocol.Errorf(protocol.EUNPROCESSABLE, "the body has more than one \"file_name\" field")
+			}
 			b, err := readField(part, "file_name", protocol.MaxNameBytes)
 			if err != nil {
 				return err
 			}
 			fileName, named = string(b), true
 		case "relative_path":
+			if havePath {
+				return protocol.Errorf(protocol.EUNPROCESSABLE, "the body has more than one \"relative_path\" field")
+			}
+			havePath = true
 			b, err := readField(part, "relative_path", protocol.MaxPathBytes)
 			if err != nil {
 				return err
