@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -297,6 +298,12 @@ func (f *functions) log(c *call, mod api.Module, stack []uint64) int32 {
 	return 0
 }
 
+// The members the JSON a plugin hands over may name, as written.
+var (
+	artifactMetaFields = protocol.JSONFieldsOf(reflect.TypeFor[abi.ArtifactMeta]())
+	httpRequestFields  = protocol.JSONFieldsOf(reflect.TypeFor[abi.HTTPRequest]())
+)
+
 // artifact_create(meta, meta_len, data, data_len, id_out) -> 0
 func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int32 {
 	raw, errno := c.view(mod, arg(stack, 0), arg(stack, 1))
@@ -309,7 +316,9 @@ func (f *functions) artifactCreate(c *call, mod api.Module, stack []uint64) int3
 	}
 	var meta abi.ArtifactMeta
 	const want = "artifact_create: meta is not a JSON object of file_name, relative_path, workspace_path and uri"
-	if err := protocol.CheckJSON(raw, protocol.MaxJSONDepth); err != nil { // I-JSON, as every JSON a plugin hands over
+	// I-JSON, as every JSON a plugin hands over, with its members named
+	// as written (not "URI" for uri: protocol.JSONFields).
+	if err := protocol.CheckJSONFields(raw, protocol.MaxJSONDepth, artifactMetaFields); err != nil {
 		return c.fail(abi.ErrInvalid, want+": "+err.Error())
 	}
 	if json.Unmarshal(raw, &meta) != nil {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/abi"
@@ -102,8 +101,14 @@ func (f *functions) httpRequest(c *call, mod api.Module, stack []uint64) int32 {
 		return errno
 	}
 	var req abi.HTTPRequest
-	if !utf8.Valid(raw) || json.Unmarshal(raw, &req) != nil {
-		return c.fail(abi.ErrInvalid, "the request message is not a JSON object of method, url, headers, timeout_ms, max_response_bytes and no_redirects")
+	const want = "the request message is not a JSON object of method, url, headers, timeout_ms, max_response_bytes and no_redirects"
+	// I-JSON with its members named as written: {"url":a,"url":b} or
+	// "URL" would be read one way here and another by anyone else.
+	if err := protocol.CheckJSONFields(raw, protocol.MaxJSONDepth, httpRequestFields); err != nil {
+		return c.fail(abi.ErrInvalid, want+": "+err.Error())
+	}
+	if json.Unmarshal(raw, &req) != nil {
+		return c.fail(abi.ErrInvalid, want)
 	}
 	// The body stays in the plugin's memory: egress reads it as it sends
 	// it, and checks its length against the agent's limit first.
