@@ -215,6 +215,56 @@ type policyFile struct {
 	} `json:"secrets"`
 }
 
+// policyNames are the member names of a policy file's objects, as
+// written: encoding/json matches "SECRETS" to secrets, which a reviewer's
+// jq .secrets does not see.
+var policyNames = struct{ top, agent, secret []string }{
+	top:    []string{"agents", "secrets"},
+	agent:  []string{"http", "private_hosts"},
+	secret: []string{"env", "file", "value", "agents", "destinations"},
+}
+
+// policyNamesAsWritten refuses a member of a policy file (decoded
+// already, so well formed) named as one of its fields only in another
+// case.
+func policyNamesAsWritten(data []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return err
+	}
+	if err := namesAsWritten("", top, policyNames.top); err != nil {
+		return err
+	}
+	for _, section := range []struct {
+		name  string
+		names []string
+	}{{"agents", policyNames.agent}, {"secrets", policyNames.secret}} {
+		var entries map[string]map[string]json.RawMessage
+		if raw, ok := top[section.name]; !ok || json.Unmarshal(raw, &entries) != nil {
+			continue // absent, or null: nothing named in it
+		}
+		for key, members := range entries {
+			if err := namesAsWritten(section.name+"."+key+".", members, section.names); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// namesAsWritten refuses a name of members that is one of names only in
+// another case.
+func namesAsWritten(at string, members map[string]json.RawMessage, names []string) error {
+	for m := range members {
+		for _, n := range names {
+			if m != n && strings.EqualFold(m, n) {
+				return fmt.Errorf("%s%s: member names are case-sensitive; did you mean %q?", at, m, n)
+			}
+		}
+	}
+	return nil
+}
+
 // Sources are where a policy file's secrets come from.
 type Sources struct {
 	// Getenv returns an environment variable and whether it is set.
@@ -234,6 +284,9 @@ func (g *Grants) ReadPolicy(data []byte, src Sources) error {
 	}
 	if dec.More() {
 		return errors.New("not a policy: data after the object")
+	}
+	if err := policyNamesAsWritten(data); err != nil {
+		return fmt.Errorf("not a policy: %w", err)
 	}
 	agents := make([]string, 0, len(f.Agents))
 	for name := range f.Agents {

@@ -106,6 +106,11 @@ func TestAPolicyFileThatIsWrongIsRefusedSayingWhereWithoutItsSecrets(t *testing.
 		{`{"secrets": {"K": {"value": "long-enough-value", "destinations": ["https://x.test"]}}}`, "agents"},
 		{`{"secrets": {"bad-name": {"value": "long-enough-value", "agents": ["a"], "destinations": ["https://x.test"]}}}`, "secret name"},
 		{`{} {}`, "data after"},
+		// Names as written: encoding/json would take these as the fields,
+		// which a reviewer's jq .secrets or .agents does not see.
+		{`{"SECRETS": {"K": {"value": "long-enough-value", "agents": ["a"], "destinations": ["https://x.test"]}}}`, `SECRETS: member names are case-sensitive; did you mean "secrets"?`},
+		{`{"agents": {"a": {"HTTP": "all"}}}`, `agents.a.HTTP: member names are case-sensitive; did you mean "http"?`},
+		{`{"secrets": {"K": {"value": "long-enough-value", "Agents": ["*"], "destinations": ["https://x.test"]}}}`, `secrets.K.Agents: member names are case-sensitive`},
 	} {
 		err := NewGrants().ReadPolicy([]byte(c.file), src)
 		if err == nil || !strings.Contains(err.Error(), c.why) {
