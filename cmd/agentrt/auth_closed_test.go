@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Authentication never switches off as a side effect: once a data
@@ -259,15 +260,16 @@ func TestTheLastKeyRevokedStaysClosedAcrossAProcessRestart(t *testing.T) {
 		t.Fatalf("keys open --yes: exit %d\n%s", code, out)
 	}
 	p.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200)
-	if !slices.ContainsFunc(strings.Split(p.log(), "\n"), func(l string) bool {
-		return strings.Contains(l, "WARN") && strings.Contains(l, "authentication turned off by operator command")
-	}) {
-		t.Errorf("the server did not warn of the opening:\n%s", p.log())
-	}
+	// The log reaches the test through a pipe: wait for the line.
+	eventually(t, 10*time.Second, "the server's warning of the opening", func() bool {
+		return slices.ContainsFunc(strings.Split(p.log(), "\n"), func(l string) bool {
+			return strings.Contains(l, "WARN") && strings.Contains(l, "authentication turned off by operator command")
+		})
+	})
 	p.kill()
 	p = startProcess(t, plugin, data)
 	p.do("GET", "/ap/v1/agent/tasks", "", "").want(t, 200)
-	if !strings.Contains(p.log(), "authentication is off: turned off by operator command") {
-		t.Errorf("a start on an opened directory does not say it is open:\n%s", p.log())
-	}
+	eventually(t, 10*time.Second, "a start on an opened directory saying it is open", func() bool {
+		return strings.Contains(p.log(), "authentication is off: turned off by operator command")
+	})
 }
