@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/manifest"
@@ -32,72 +33,94 @@ type egressConfig struct {
 	tls      *tls.Config
 }
 
-// addEgressFlags defines the flags of outbound HTTP on fs; the returned
-// function applies them once fs is parsed.
-func addEgressFlags(fs *flag.FlagSet, cfg *egressConfig) (apply func() error) {
-	cfg.limits = egress.DefaultLimits
-	maxRequest, maxResponse := size(cfg.limits.MaxRequestBytes), size(cfg.limits.MaxResponseBytes)
-	var policyFile string
-	var allow, private, secrets []string
-	fs.DurationVar(&cfg.limits.Timeout, "http-timeout", cfg.limits.Timeout, "time limit of one outbound HTTP request of a plugin, within its handler call's")
-	fs.IntVar(&cfg.limits.MaxRequests, "max-http-requests", cfg.limits.MaxRequests, "outbound HTTP requests one handler call may make")
-	fs.Var(&maxRequest, "max-http-request", "limit (a `SIZE`) of the body of one outbound HTTP request")
-	fs.Var(&maxResponse, "max-http-response", "limit (a `SIZE`) of the body of the response to one outbound HTTP request")
-	fs.StringVar(&policyFile, "http-policy", "", "a JSON `FILE` granting agents destinations, private hosts and secrets (docs/SECURITY.md, \"Outbound HTTP\")")
+// addEgressFlags defines the flags of outbound HTTP on fs, over doc: the
+// limits each agent's (doc.Limits), the grants added to doc.Egress's.
+func addEgressFlags(fs *flag.FlagSet, doc *Config) {
+	l, e := &doc.Limits, &doc.Egress
+	fs.Var(&l.HTTPTimeout, "http-timeout", "time limit (a `DURATION`) of one outbound HTTP request of a plugin, within its handler call's")
+	fs.IntVar(&l.MaxHTTPRequests, "max-http-requests", l.MaxHTTPRequests, "outbound HTTP requests one handler call may make")
+	fs.Var(&l.MaxHTTPRequest, "max-http-request", "limit (a `SIZE`) of the body of one outbound HTTP request")
+	fs.Var(&l.MaxHTTPResponse, "max-http-response", "limit (a `SIZE`) of the body of the response to one outbound HTTP request")
+	fs.StringVar(&e.PolicyFile, "http-policy", e.PolicyFile, "a JSON `FILE` granting agents destinations, private hosts and secrets (docs/SECURITY.md, \"Outbound HTTP\")")
 	fs.Func("allow-http", "grant [`AGENT=]DEST`: a destination (https://api.example.com/v1), or all that the agent's manifest asks for (AGENT=all); without AGENT=, every agent (repeatable)", func(v string) error {
-		allow = append(allow, v)
+		e.Allow = append(e.Allow, v)
 		return nil
 	})
 	fs.Func("allow-private-host", "let [`AGENT=]HOST` (a name, *.name or an address) be reached on loopback, private and link-local addresses (repeatable)", func(v string) error {
-		private = append(private, v)
+		e.PrivateHosts = append(e.PrivateHosts, v)
 		return nil
 	})
 	fs.Func("secret-env", "hold the environment variable NAME as the secret NAME, sent only to DEST: [`AGENT=]NAME@DEST` (repeatable)", func(v string) error {
-		secrets = append(secrets, v)
+		e.SecretEnv = append(e.SecretEnv, v)
 		return nil
 	})
-	return func() error {
-		cfg.limits.MaxRequestBytes, cfg.limits.MaxResponseBytes = int64(maxRequest), int64(maxResponse)
+}
+
+// egressFromFile counts the entries of each egress list the file gave,
+// before the flags added theirs: an error names the flag or the field.
+type egressFromFile struct{ allow, private, secrets int }
+
+// applyEgress makes cfg.egress what doc says: its limits, and the grants
+// of the policy file, the inline policy and the lists.
+func (cfg *runConfig) applyEgress(doc *Config, fs *flag.FlagSet, fromFile egressFromFile) error {
+	l, e := doc.Limits, doc.Egress
+	name := func(flagName, field string, i, fileEntries int) string {
 		switch {
-		case cfg.limits.Timeout <= 0:
-			return &usageError{fmt.Sprintf("bad -http-timeout %s: want more than 0s", cfg.limits.Timeout)}
-		case cfg.limits.MaxRequests < 0:
-			return &usageError{fmt.Sprintf("bad -max-http-requests %d: want 0 or more", cfg.limits.MaxRequests)}
+		case i < 0 && flagSet(fs, flagName), i >= fileEntries:
+			return "-" + flagName
+		case i < 0:
+			return doc.field(field)
 		}
-		cfg.grants = egress.NewGrants()
-		if policyFile != "" {
-			if err := readPolicyFile(cfg.grants, policyFile); err != nil {
-				return err
-			}
-		}
-		for _, v := range allow {
-			agent, dest := agentPrefix(v)
-			if err := cfg.grants.Allow(agent, dest); err != nil {
-				return &usageError{fmt.Sprintf("bad -allow-http %q: %v", v, err)}
-			}
-		}
-		for _, v := range private {
-			agent, host := agentPrefix(v)
-			if err := cfg.grants.AllowPrivate(agent, host); err != nil {
-				return &usageError{fmt.Sprintf("bad -allow-private-host %q: %v", v, err)}
-			}
-		}
-		for _, v := range secrets {
-			agent, rest := agentPrefix(v)
-			name, dest, ok := strings.Cut(rest, "@")
-			if !ok {
-				return &usageError{fmt.Sprintf("bad -secret-env %q: want [AGENT=]NAME@DEST", v)}
-			}
-			value, set := os.LookupEnv(name)
-			if !set || value == "" {
-				return &usageError{fmt.Sprintf("bad -secret-env %q: the environment variable %s is not set", v, name)}
-			}
-			if err := cfg.grants.AddSecret(name, value, []string{agent}, []string{dest}); err != nil {
-				return &usageError{fmt.Sprintf("bad -secret-env %q: %v", v, err)}
-			}
-		}
-		return nil
+		return doc.field(fmt.Sprintf("%s[%d]", field, i))
 	}
+	cfg.egress.limits = egress.Limits{Timeout: time.Duration(l.HTTPTimeout), MaxRequests: l.MaxHTTPRequests,
+		MaxRequestBytes: int64(l.MaxHTTPRequest), MaxResponseBytes: int64(l.MaxHTTPResponse)}
+	switch {
+	case cfg.egress.limits.Timeout <= 0:
+		return &usageError{fmt.Sprintf("bad %s %s: want more than 0s", name("http-timeout", "limits.http_timeout", -1, 0), cfg.egress.limits.Timeout)}
+	case l.MaxHTTPRequests < 0:
+		return &usageError{fmt.Sprintf("bad %s %d: want 0 or more", name("max-http-requests", "limits.max_http_requests", -1, 0), l.MaxHTTPRequests)}
+	}
+	g := egress.NewGrants()
+	cfg.egress.grants = g
+	if e.PolicyFile != "" {
+		if err := readPolicyFile(g, e.PolicyFile); err != nil {
+			return err
+		}
+	}
+	if len(e.Policy) > 0 {
+		if err := readPolicy(g, e.Policy, doc.policyDir); err != nil {
+			return fmt.Errorf("%s: %w", doc.field("egress.policy"), err)
+		}
+	}
+	for i, v := range e.Allow {
+		agent, dest := agentPrefix(v)
+		if err := g.Allow(agent, dest); err != nil {
+			return &usageError{fmt.Sprintf("bad %s %q: %v", name("allow-http", "egress.allow", i, fromFile.allow), v, err)}
+		}
+	}
+	for i, v := range e.PrivateHosts {
+		agent, host := agentPrefix(v)
+		if err := g.AllowPrivate(agent, host); err != nil {
+			return &usageError{fmt.Sprintf("bad %s %q: %v", name("allow-private-host", "egress.private_hosts", i, fromFile.private), v, err)}
+		}
+	}
+	for i, v := range e.SecretEnv {
+		what := name("secret-env", "egress.secret_env", i, fromFile.secrets)
+		agent, rest := agentPrefix(v)
+		secret, dest, ok := strings.Cut(rest, "@")
+		if !ok {
+			return &usageError{fmt.Sprintf("bad %s %q: want [AGENT=]NAME@DEST", what, v)}
+		}
+		value, set := os.LookupEnv(secret)
+		if !set || value == "" {
+			return &usageError{fmt.Sprintf("bad %s %q: the environment variable %s is not set", what, v, secret)}
+		}
+		if err := g.AddSecret(secret, value, []string{agent}, []string{dest}); err != nil {
+			return &usageError{fmt.Sprintf("bad %s %q: %v", what, v, err)}
+		}
+	}
+	return nil
 }
 
 // agentPrefix splits "AGENT=REST" when what is before the '=' is an
@@ -118,17 +141,26 @@ func readPolicyFile(g *egress.Grants, path string) error {
 	if err != nil {
 		return fmt.Errorf("http policy: %w", err)
 	}
+	if err := readPolicy(g, data, filepath.Dir(path)); err != nil {
+		return fmt.Errorf("http policy %s: %w", path, err)
+	}
+	return nil
+}
+
+// readPolicy reads a policy document into g; files it names for secrets
+// are relative to dir.
+func readPolicy(g *egress.Grants, data []byte, dir string) error {
 	// I-JSON first, as every JSON agentrt reads: a grant or a secret
 	// written twice would be read as its last here and as its first by a
 	// reviewer's tool.
 	if err := protocol.CheckJSON(data, protocol.MaxJSONDepth); err != nil {
-		return fmt.Errorf("http policy %s: %w", path, err)
+		return err
 	}
-	err = g.ReadPolicy(data, egress.Sources{
+	return g.ReadPolicy(data, egress.Sources{
 		Getenv: os.LookupEnv,
 		ReadFile: func(name string) ([]byte, error) {
 			if !filepath.IsAbs(name) {
-				name = filepath.Join(filepath.Dir(path), name)
+				name = filepath.Join(dir, name)
 			}
 			b, err := os.ReadFile(name)
 			if errors.Is(err, os.ErrNotExist) {
@@ -137,8 +169,4 @@ func readPolicyFile(g *egress.Grants, path string) error {
 			return b, err
 		},
 	})
-	if err != nil {
-		return fmt.Errorf("http policy %s: %w", path, err)
-	}
-	return nil
 }

@@ -66,6 +66,8 @@ Usage:
   agentrt keys COMMAND [flags]      create, list and revoke the API keys of a data directory; open it to anyone
   agentrt new go|tinygo|rust DIR    write a plugin project: a handler, its test, a Makefile
   agentrt call PLUGIN.wasm HANDLER  run one handler (task, step, artifact) once in the sandbox, without a server
+  agentrt config [flags]            print the server's configuration as run and serve would read it
+  agentrt config check FILE         check a server configuration file (--server-config FILE)
   agentrt version                   print the version
   agentrt help                      print this help
 
@@ -146,6 +148,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return newCommand(args[1:], stdout, stderr)
 	case "call":
 		return callCommand(ctx, args[1:], stdout, stderr)
+	case "config":
+		return configCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "agentrt %s (plugin ABI %d, %s)\n", version, abi.Version, goruntime.Version())
 		return nil

@@ -19,11 +19,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrt/agentrt/hostapi"
 	"github.com/agentrt/agentrt/plugins/manifest"
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
-	"github.com/agentrt/agentrt/runtime"
 	"github.com/agentrt/agentrt/runtime/fleet"
 	"github.com/agentrt/agentrt/runtime/plugin"
 	"github.com/agentrt/agentrt/storage"
@@ -81,13 +79,18 @@ type runConfig struct {
 	// dev is run's -dev (dev.go): the log for a terminal, every request
 	// and handler call in it, the plugin reloaded when its file changes.
 	dev bool
+	// doc is the configuration cfg was made of, as "agentrt config"
+	// shows it.
+	doc *Config
 }
 
 const runUsage = `Usage: agentrt run PLUGIN.wasm [flags]
 
 Serves the plugin's agent over the Agent Protocol v1 at http://ADDR/ap/v1,
 keeping tasks, steps and artifacts in DIR. Flags may come before or after
-the plugin. Sizes take a unit: 512KiB, 64MiB, 1GiB (or plain bytes).
+the plugin. Sizes take a unit: 512KiB, 64MiB, 1GiB (or plain bytes). Every
+flag is also a field of --server-config FILE (docs/CONFIG.md); a flag given
+wins over the file.
 
 Flags:
 `
@@ -100,7 +103,8 @@ http://ADDR/agents/NAME/ap/v1. The -default agent, or the only one when DIR
 holds one plugin, is served at http://ADDR/ap/v1 too. Plugins added,
 replaced or removed are picked up without a restart. The limit flags are
 each agent's defaults and the most its manifest may ask for. Sizes take a
-unit: 512KiB, 64MiB, 1GiB (or plain bytes).
+unit: 512KiB, 64MiB, 1GiB (or plain bytes). Every flag is also a field of
+--server-config FILE (docs/CONFIG.md); a flag given wins over the file.
 
 Flags:
 `
@@ -116,130 +120,34 @@ func parseServeFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	return parseFlags("serve", args, stderr)
 }
 
-// parseFlags parses the arguments of command "run" or "serve", which
-// share every flag but how the plugins are named.
+// parseFlags parses the arguments of command "run", "serve", "call" or
+// "config": the server configuration file (-server-config), then the
+// flags over it, each of which wins over the file; lists the flags
+// repeat (-allow-http, -cors-origins, ...) add to the file's.
 func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, error) {
-	cfg := &runConfig{
-		memoryLimit:     size(runtime.DefaultMemoryLimitPages) * 64 << 10,
-		maxBody:         httpapi.DefaultMaxBodyBytes,
-		limits:          protocol.DefaultLimits,
-		maxHostCalls:    hostapi.DefaultMaxCalls,
-		maxTableEntries: runtime.DefaultMaxTableEntries,
-		maxPluginSize:   runtime.DefaultMaxPluginBytes,
-		minFreeDisk:     diskFloorFlag{auto: true},
-		minBodyRate:     httpapi.DefaultMinBodyRate,
-		settle:          300 * time.Millisecond,
-		logFormat:       "text",
-		shutdownTimeout: 30 * time.Second,
-		cors:            httpapi.CORS{MaxAge: 10 * time.Minute},
-	}
-	maxUpload := size(cfg.limits.MaxUploadBytes)
-	maxArtifact := size(cfg.limits.MaxArtifactBytes)
-	maxResult := size(cfg.limits.MaxResultBytes)
-	maxLog := size(cfg.limits.MaxLogBytes)
-	maxWorkspace := size(cfg.limits.MaxWorkspaceBytes)
-	maxTaskLog := size(cfg.limits.MaxTaskLogBytes)
-	maxTaskArtifactBytes := size(cfg.limits.MaxTaskArtifactBytes)
-	logLevel := "info"
-	var configFile string
-	settings := map[string]string{}
-
-	fs := flag.NewFlagSet("agentrt "+command, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		switch command {
-		case "serve":
-			fmt.Fprint(stderr, serveUsage)
-		case "call":
-			printCallUsage(fs, stderr)
-			return
-		default:
-			fmt.Fprint(stderr, runUsage)
+	doc := defaultConfig()
+	// A first reading of the arguments finds the file; the second,
+	// over what the file says, is the one that counts (and reports).
+	if file := serverConfigArg(command, args); file != "" {
+		if err := doc.load(file); err != nil {
+			return nil, err
 		}
-		fs.PrintDefaults()
 	}
-	if command == "call" {
-		cfg.call = addCallFlags(fs)
-	}
-	if command == "serve" {
-		fs.StringVar(&cfg.pluginDir, "plugins", "", "the plugin `DIR`: each NAME.wasm in it is an agent")
-		fs.StringVar(&cfg.defaultAgent, "default", "", "the agent (a `NAME`) also served at /ap/v1")
-	} else {
-		fs.StringVar(&cfg.name, "name", "", "the agent's `NAME` (default: the plugin's file name without .wasm)")
-	}
-	if command == "run" {
-		fs.BoolVar(&cfg.dev, "dev", false, "for a plugin's author: a log for the terminal with every request and the plugin's log lines (-log-level debug, -access-log), and the plugin reloaded whenever its file changes")
-	}
-	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8000", "`HOST:PORT` to listen on")
-	fs.StringVar(&cfg.dataDir, "data", "./agentrt-data", "data `DIR`: database, artifacts, workspaces, compiled-code cache")
-	fs.StringVar(&cfg.cacheDir, "cache", "", "compiled-code cache `DIR` (default DIR/cache of -data); may be shared")
-	fs.DurationVar(&cfg.callTimeout, "call-timeout", runtime.DefaultCallTimeout, "time limit of one plugin handler call")
-	fs.Var(&cfg.memoryLimit, "memory", "memory limit (a `SIZE`) of one plugin instance")
-	fs.Var(&cfg.maxBody, "max-body", "limit (a `SIZE`) of a JSON request body")
-	fs.Var(&maxUpload, "max-upload", "limit (a `SIZE`) of one uploaded file")
-	fs.Var(&maxArtifact, "max-artifact", "limit (a `SIZE`) of one artifact a plugin creates")
-	fs.Var(&maxResult, "max-result", "limit (a `SIZE`) of a handler's result message")
-	fs.Var(&maxLog, "max-log", "limit (a `SIZE`) of what one handler call logs (log lines, stdout, stderr; each line counts 64 bytes more than its text)")
-	fs.Var(&maxTaskLog, "max-task-log", "limit (a `SIZE`) of one task's log: what its task handler and artifact handlers logged, counted as -max-log counts (0: no limit)")
-	fs.Var(&maxWorkspace, "max-workspace", "quota (a `SIZE`) of one task's workspace: the bytes of its files")
-	fs.IntVar(&cfg.limits.MaxWorkspaceFiles, "max-workspace-files", cfg.limits.MaxWorkspaceFiles, "files and directories one task's workspace may hold")
-	fs.Func("config", "a `KEY=VALUE` setting for the plugin (repeatable; not for secrets)", func(v string) error {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok || k == "" {
-			return errors.New("want KEY=VALUE")
-		}
-		settings[k] = val
-		return nil
-	})
-	fs.StringVar(&configFile, "config-file", "", "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
-	fs.IntVar(&cfg.limits.MaxCallArtifacts, "max-call-artifacts", cfg.limits.MaxCallArtifacts, "artifacts one handler call may create")
-	fs.IntVar(&cfg.limits.MaxTaskArtifacts, "max-task-artifacts", cfg.limits.MaxTaskArtifacts, "artifacts one task may hold, uploaded and created (0: no limit)")
-	fs.Var(&maxTaskArtifactBytes, "max-task-artifact-bytes", "bytes (a `SIZE`) all artifacts of one task may hold, uploaded and created (0: no limit)")
-	fs.IntVar(&cfg.limits.MaxPlannedSteps, "max-planned-steps", cfg.limits.MaxPlannedSteps, "steps a task handler may plan")
-	fs.IntVar(&cfg.limits.MaxTaskSteps, "max-task-steps", cfg.limits.MaxTaskSteps, "steps one task may hold, planned ones included (0: no limit)")
-	fs.IntVar(&cfg.maxTableEntries, "max-table-entries", cfg.maxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
-	fs.Var(&cfg.maxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
-	fs.Var(&cfg.minFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
-	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
-	fs.Var(&cfg.minBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
-	fs.IntVar(&cfg.maxUploads, "max-uploads", httpapi.DefaultMaxUploads, "uploads received at once; beyond, 503 with Retry-After")
-	fs.IntVar(&cfg.maxUploadsPer, "max-uploads-per-client", httpapi.DefaultMaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
-	fs.DurationVar(&cfg.limits.MaxTaskTime, "task-time", cfg.limits.MaxTaskTime, "plugin time all handler calls of one task may use together (0: no limit)")
-	fs.IntVar(&cfg.maxInstances, "max-instances", max(8, 4*cpus), "plugin instances running at once")
-	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "calls that may wait for an instance; beyond, 503 with Retry-After")
-	fs.DurationVar(&cfg.queueWait, "queue-wait", 30*time.Second, "how long a call may wait for an instance before 503")
-	fs.IntVar(&cfg.maxHostCalls, "max-host-calls", cfg.maxHostCalls, "host calls one handler call may make before it is stopped")
-	fs.BoolVar(&cfg.snapshots, "snapshots", true, "start each plugin call from a snapshot of the plugin's initialized state, taken at load (docs/SECURITY.md); false runs its initialization in every call")
-	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
-	fs.StringVar(&logLevel, "log-level", logLevel, "server log level: debug, info, warn or error")
-	fs.StringVar(&cfg.logFormat, "log-format", cfg.logFormat, "server log format: text or json")
-	fs.BoolVar(&cfg.accessLog, "access-log", false, "log a line for every request answered, at info (never its headers: no API key is logged); costs create-task about 8% of its CPU")
-	fs.BoolVar(&cfg.requireAuth, "require-auth", false, "need an API key for every request but the health checks, even before any key exists; recorded in the data directory, so later starts need one too, until agentrt keys open (agentrt keys)")
-	fs.Func("cors-origins", "browser `ORIGINS` (comma-separated, e.g. https://app.example; * for any) allowed to call the server (default: none)", func(v string) error {
-		origins, err := corsOrigins(v)
-		cfg.cors.Origins = append(cfg.cors.Origins, origins...)
-		return err
-	})
-	fs.Func("cors-methods", "`METHODS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSMethods, ",")+")", func(v string) error {
-		cfg.cors.Methods = append(cfg.cors.Methods, splitList(strings.ToUpper(v))...)
-		return nil
-	})
-	fs.Func("cors-headers", "request `HEADERS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSHeaders, ",")+")", func(v string) error {
-		cfg.cors.Headers = append(cfg.cors.Headers, splitList(v)...)
-		return nil
-	})
-	fs.DurationVar(&cfg.cors.MaxAge, "cors-max-age", cfg.cors.MaxAge, "how long a browser may keep a CORS preflight's answer")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "on SIGTERM or SIGINT, how long steps running may take to finish before they are stopped (and recorded as interrupted)")
-	applyEgress := addEgressFlags(fs, &cfg.egress)
+	cfg := &runConfig{doc: doc}
+	fs := runFlags(command, doc, cfg, stderr)
+	fromFile := egressFromFile{allow: len(doc.Egress.Allow), private: len(doc.Egress.PrivateHosts), secrets: len(doc.Egress.SecretEnv)}
 
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case command == "config" && len(positional) > 0:
+		return nil, &usageError{fmt.Sprintf("config takes flags, not arguments: %s (agentrt config check FILE checks a file)", strings.Join(positional, " "))}
+	case command == "config":
 	case command == "serve" && len(positional) > 0:
 		return nil, &usageError{fmt.Sprintf("serve takes its plugins from -plugins DIR, not arguments: %s", strings.Join(positional, " "))}
-	case command == "serve" && cfg.pluginDir == "":
+	case command == "serve" && doc.Plugins.Dir == "":
 		fs.Usage()
 		return nil, &usageError{"serve needs -plugins DIR"}
 	case command == "serve":
@@ -262,85 +170,254 @@ func parseFlags(command string, args []string, stderr io.Writer) (*runConfig, er
 	default:
 		return nil, &usageError{fmt.Sprintf("run serves one plugin; got %d: %s", len(positional), strings.Join(positional, " "))}
 	}
-	if cfg.defaultAgent != "" {
-		if err := manifest.ValidName(cfg.defaultAgent); err != nil {
-			return nil, &usageError{fmt.Sprintf("bad -default %q: %v", cfg.defaultAgent, err)}
-		}
-	}
 	if cfg.dev && !flagSet(fs, "log-level") {
-		logLevel = "debug"
+		doc.Log.Level = "debug"
 	}
 	if cfg.dev && !flagSet(fs, "access-log") {
-		cfg.accessLog = true
+		doc.HTTP.AccessLog = true
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
-		return nil, &usageError{fmt.Sprintf("bad -log-level %q: want debug, info, warn or error", logLevel)}
-	}
-	if cfg.logFormat != "text" && cfg.logFormat != "json" {
-		return nil, &usageError{fmt.Sprintf("bad -log-format %q: want text or json", cfg.logFormat)}
-	}
-	if cfg.shutdownTimeout < 0 {
-		return nil, &usageError{fmt.Sprintf("bad -shutdown-timeout %s: want 0 or more", cfg.shutdownTimeout)}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-		min  int
-	}{
-		{"max-task-artifacts", cfg.limits.MaxTaskArtifacts, 0},
-		{"max-task-steps", cfg.limits.MaxTaskSteps, 0},
-		{"max-planned-steps", cfg.limits.MaxPlannedSteps, 0},
-		{"max-workspace-files", cfg.limits.MaxWorkspaceFiles, 0},
-		{"max-call-artifacts", cfg.limits.MaxCallArtifacts, 0},
-		{"max-table-entries", cfg.maxTableEntries, 1},
-		{"max-uploads", cfg.maxUploads, 1},
-		{"max-uploads-per-client", cfg.maxUploadsPer, -1},
-		{"max-host-calls", cfg.maxHostCalls, 1},
-	} {
-		if f.v < f.min {
-			return nil, &usageError{fmt.Sprintf("bad -%s %d: want %d or more", f.name, f.v, f.min)}
-		}
-	}
-	if cfg.maxUploadsPer == 0 {
-		return nil, &usageError{"bad -max-uploads-per-client 0: want -1 (no limit per client) or 1 or more"}
-	}
-	if cfg.maxTableEntries > math.MaxUint32 {
-		return nil, &usageError{fmt.Sprintf("bad -max-table-entries %d: want at most %d", cfg.maxTableEntries, uint32(math.MaxUint32))}
-	}
-	if cfg.minBodyRate < 1 {
-		return nil, &usageError{"bad -min-body-rate 0: want at least 1 byte per second"}
-	}
-	cfg.limits.MaxUploadBytes = int64(maxUpload)
-	cfg.limits.MaxArtifactBytes = int64(maxArtifact)
-	cfg.limits.MaxResultBytes = int(maxResult)
-	cfg.limits.MaxLogBytes = int(maxLog)
-	cfg.limits.MaxWorkspaceBytes = int64(maxWorkspace)
-	cfg.limits.MaxTaskLogBytes = int64(maxTaskLog)
-	cfg.limits.MaxTaskArtifactBytes = int64(maxTaskArtifactBytes)
-	cfg.pluginConfig = map[string]string{}
-	if configFile != "" {
-		b, err := os.ReadFile(configFile)
-		if err != nil {
-			return nil, fmt.Errorf("plugin config: %w", err)
-		}
-		if err := protocol.CheckJSON(b, protocol.MaxJSONDepth); err != nil { // I-JSON: a setting written twice is refused, not read as the last
-			return nil, fmt.Errorf("plugin config %s must be a JSON object of strings: %w", configFile, err)
-		}
-		if err := json.Unmarshal(b, &cfg.pluginConfig); err != nil {
-			return nil, fmt.Errorf("plugin config %s must be a JSON object of strings: %w", configFile, err)
-		}
-	}
-	for k, v := range settings {
-		cfg.pluginConfig[k] = v
-	}
-	pages := int64(cfg.memoryLimit) / (64 << 10)
-	if pages < 1 || pages > 65536 {
-		return nil, &usageError{fmt.Sprintf("bad -memory %s: want from 64KiB to 4GiB", &cfg.memoryLimit)}
-	}
-	if err := applyEgress(); err != nil {
+	if err := cfg.apply(doc, fs, fromFile); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// serverConfigArg is the -server-config of args, "" without one: the
+// arguments read with every flag of command, quietly (a mistake is
+// reported by the reading that counts).
+func serverConfigArg(command string, args []string) string {
+	fs := runFlags(command, defaultConfig(), &runConfig{}, io.Discard)
+	fs.Usage = func() {}
+	parseInterspersed(fs, args)
+	return fs.Lookup("server-config").Value.String()
+}
+
+// runFlags defines the flags of command on a new flag set: each sets a
+// field of doc (run's -name and -dev, and call's own, set cfg's), its
+// default what doc holds.
+func runFlags(command string, doc *Config, cfg *runConfig, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentrt "+command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		switch command {
+		case "serve":
+			fmt.Fprint(stderr, serveUsage)
+		case "call":
+			printCallUsage(fs, stderr)
+			return
+		case "config":
+			fmt.Fprint(stderr, configUsage)
+		default:
+			fmt.Fprint(stderr, runUsage)
+		}
+		fs.PrintDefaults()
+	}
+	if command == "call" {
+		cfg.call = addCallFlags(fs)
+	}
+	fs.String("server-config", "", "a JSON `FILE` of the server's configuration (docs/CONFIG.md); the flags given win over it")
+	if command == "serve" || command == "config" {
+		fs.StringVar(&doc.Plugins.Dir, "plugins", doc.Plugins.Dir, "the plugin `DIR`: each NAME.wasm in it is an agent")
+		fs.StringVar(&doc.Plugins.Default, "default", doc.Plugins.Default, "the agent (a `NAME`) also served at /ap/v1")
+	}
+	if command != "serve" && command != "config" {
+		fs.StringVar(&cfg.name, "name", "", "the agent's `NAME` (default: the plugin's file name without .wasm)")
+	}
+	if command == "run" {
+		fs.BoolVar(&cfg.dev, "dev", false, "for a plugin's author: a log for the terminal with every request and the plugin's log lines (-log-level debug, -access-log), and the plugin reloaded whenever its file changes")
+	}
+	h, l, sb := &doc.HTTP, &doc.Limits, &doc.Sandbox
+	fs.StringVar(&h.Addr, "addr", h.Addr, "`HOST:PORT` to listen on")
+	fs.StringVar(&doc.Data.Dir, "data", doc.Data.Dir, "data `DIR`: database, artifacts, workspaces, compiled-code cache")
+	fs.StringVar(&doc.Data.Cache, "cache", doc.Data.Cache, "compiled-code cache `DIR` (default DIR/cache of -data); may be shared")
+	fs.Var(&l.CallTimeout, "call-timeout", "time limit (a `DURATION`) of one plugin handler call")
+	fs.Var(&l.Memory, "memory", "memory limit (a `SIZE`) of one plugin instance")
+	fs.Var(&h.MaxBody, "max-body", "limit (a `SIZE`) of a JSON request body")
+	fs.Var(&l.MaxUpload, "max-upload", "limit (a `SIZE`) of one uploaded file")
+	fs.Var(&l.MaxArtifact, "max-artifact", "limit (a `SIZE`) of one artifact a plugin creates")
+	fs.Var(&l.MaxResult, "max-result", "limit (a `SIZE`) of a handler's result message")
+	fs.Var(&l.MaxLog, "max-log", "limit (a `SIZE`) of what one handler call logs (log lines, stdout, stderr; each line counts 64 bytes more than its text)")
+	fs.Var(&l.MaxTaskLog, "max-task-log", "limit (a `SIZE`) of one task's log: what its task handler and artifact handlers logged, counted as -max-log counts (0: no limit)")
+	fs.Var(&l.MaxWorkspace, "max-workspace", "quota (a `SIZE`) of one task's workspace: the bytes of its files")
+	fs.IntVar(&l.MaxWorkspaceFiles, "max-workspace-files", l.MaxWorkspaceFiles, "files and directories one task's workspace may hold")
+	fs.Func("config", "a `KEY=VALUE` setting for the plugin (repeatable; not for secrets)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return errors.New("want KEY=VALUE")
+		}
+		if doc.Plugins.Settings == nil {
+			doc.Plugins.Settings = map[string]string{}
+		}
+		doc.Plugins.Settings[k] = val
+		return nil
+	})
+	fs.StringVar(&doc.Plugins.SettingsFile, "config-file", doc.Plugins.SettingsFile, "a JSON `FILE` of settings for the plugin ({\"key\": \"value\", ...}); -config wins")
+	fs.IntVar(&l.MaxCallArtifacts, "max-call-artifacts", l.MaxCallArtifacts, "artifacts one handler call may create")
+	fs.IntVar(&l.MaxTaskArtifacts, "max-task-artifacts", l.MaxTaskArtifacts, "artifacts one task may hold, uploaded and created (0: no limit)")
+	fs.Var(&l.MaxTaskArtifactBytes, "max-task-artifact-bytes", "bytes (a `SIZE`) all artifacts of one task may hold, uploaded and created (0: no limit)")
+	fs.IntVar(&l.MaxPlannedSteps, "max-planned-steps", l.MaxPlannedSteps, "steps a task handler may plan")
+	fs.IntVar(&l.MaxTaskSteps, "max-task-steps", l.MaxTaskSteps, "steps one task may hold, planned ones included (0: no limit)")
+	fs.IntVar(&l.MaxTableEntries, "max-table-entries", l.MaxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
+	fs.Var(&sb.MaxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
+	fs.Var(&doc.Data.MinFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
+	fs.Var(&h.BodyTimeout, "body-timeout", "time (a `DURATION`) a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
+	fs.Var(&h.MinBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
+	fs.IntVar(&h.MaxUploads, "max-uploads", h.MaxUploads, "uploads received at once; beyond, 503 with Retry-After")
+	fs.IntVar(&h.MaxUploadsPerClient, "max-uploads-per-client", h.MaxUploadsPerClient, "uploads received at once from one client address (-1: no limit, e.g. behind a proxy)")
+	fs.Var(&l.TaskTime, "task-time", "plugin time (a `DURATION`) all handler calls of one task may use together (0: no limit)")
+	fs.IntVar(&sb.MaxInstances, "max-instances", sb.MaxInstances, "plugin instances running at once")
+	fs.IntVar(&sb.MaxQueue, "max-queue", sb.MaxQueue, "calls that may wait for an instance; beyond, 503 with Retry-After")
+	fs.Var(&sb.QueueWait, "queue-wait", "how long (a `DURATION`) a call may wait for an instance before 503")
+	fs.IntVar(&l.MaxHostCalls, "max-host-calls", l.MaxHostCalls, "host calls one handler call may make before it is stopped")
+	fs.BoolVar(&sb.Snapshots, "snapshots", sb.Snapshots, "start each plugin call from a snapshot of the plugin's initialized state, taken at load (docs/SECURITY.md); false runs its initialization in every call")
+	fs.StringVar(&h.DebugAddr, "debug-addr", h.DebugAddr, "`HOST:PORT` to serve Go's profiler (net/http/pprof) on; keep it private")
+	fs.StringVar(&doc.Log.Level, "log-level", doc.Log.Level, "server log level: debug, info, warn or error")
+	fs.StringVar(&doc.Log.Format, "log-format", doc.Log.Format, "server log format: text or json")
+	fs.BoolVar(&h.AccessLog, "access-log", h.AccessLog, "log a line for every request answered, at info (never its headers: no API key is logged); costs create-task about 8% of its CPU")
+	fs.BoolVar(&h.RequireAuth, "require-auth", h.RequireAuth, "need an API key for every request but the health checks, even before any key exists; recorded in the data directory, so later starts need one too, until agentrt keys open (agentrt keys)")
+	fs.Func("cors-origins", "browser `ORIGINS` (comma-separated, e.g. https://app.example; * for any) allowed to call the server (default: none)", func(v string) error {
+		origins, err := corsOrigins(v)
+		h.CORS.Origins = append(h.CORS.Origins, origins...)
+		return err
+	})
+	fs.Func("cors-methods", "`METHODS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSMethods, ",")+")", func(v string) error {
+		h.CORS.Methods = append(h.CORS.Methods, splitList(v)...)
+		return nil
+	})
+	fs.Func("cors-headers", "request `HEADERS` a CORS preflight allows (comma-separated; default "+strings.Join(httpapi.DefaultCORSHeaders, ",")+")", func(v string) error {
+		h.CORS.Headers = append(h.CORS.Headers, splitList(v)...)
+		return nil
+	})
+	fs.Var(&h.CORS.MaxAge, "cors-max-age", "how long (a `DURATION`) a browser may keep a CORS preflight's answer")
+	fs.Var(&h.ShutdownTimeout, "shutdown-timeout", "on SIGTERM or SIGINT, how long (a `DURATION`) steps running may take to finish before they are stopped (and recorded as interrupted)")
+	addEgressFlags(fs, doc)
+	return fs
+}
+
+// apply makes cfg what doc, the effective configuration, says, checking
+// what a field's type cannot: each error names the flag that set the
+// value, or the field of the file.
+func (cfg *runConfig) apply(doc *Config, fs *flag.FlagSet, fromFile egressFromFile) error {
+	name := func(flagName, field string) string {
+		if flagSet(fs, flagName) {
+			return "-" + flagName
+		}
+		return doc.field(field)
+	}
+	h, l, sb := doc.HTTP, doc.Limits, doc.Sandbox
+	if doc.Plugins.Default != "" {
+		if err := manifest.ValidName(doc.Plugins.Default); err != nil {
+			return &usageError{fmt.Sprintf("bad %s %q: %v", name("default", "plugins.default"), doc.Plugins.Default, err)}
+		}
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(doc.Log.Level)); err != nil {
+		return &usageError{fmt.Sprintf("bad %s %q: want debug, info, warn or error", name("log-level", "log.level"), doc.Log.Level)}
+	}
+	if doc.Log.Format != "text" && doc.Log.Format != "json" {
+		return &usageError{fmt.Sprintf("bad %s %q: want text or json", name("log-format", "log.format"), doc.Log.Format)}
+	}
+	for _, d := range []struct {
+		flag, field string
+		v           duration
+		min         time.Duration
+	}{
+		{"shutdown-timeout", "http.shutdown_timeout", h.ShutdownTimeout, 0},
+		{"body-timeout", "http.body_timeout", h.BodyTimeout, 0},
+		{"cors-max-age", "http.cors.max_age", h.CORS.MaxAge, 0},
+		{"call-timeout", "limits.call_timeout", l.CallTimeout, 0},
+		{"task-time", "limits.task_time", l.TaskTime, 0},
+		{"queue-wait", "sandbox.queue_wait", sb.QueueWait, 0},
+	} {
+		if time.Duration(d.v) < d.min {
+			return &usageError{fmt.Sprintf("bad %s %s: want 0 or more", name(d.flag, d.field), &d.v)}
+		}
+	}
+	for _, f := range []struct {
+		flag, field string
+		v, min      int
+	}{
+		{"max-task-artifacts", "limits.max_task_artifacts", l.MaxTaskArtifacts, 0},
+		{"max-task-steps", "limits.max_task_steps", l.MaxTaskSteps, 0},
+		{"max-planned-steps", "limits.max_planned_steps", l.MaxPlannedSteps, 0},
+		{"max-workspace-files", "limits.max_workspace_files", l.MaxWorkspaceFiles, 0},
+		{"max-call-artifacts", "limits.max_call_artifacts", l.MaxCallArtifacts, 0},
+		{"max-table-entries", "limits.max_table_entries", l.MaxTableEntries, 1},
+		{"max-uploads", "http.max_uploads", h.MaxUploads, 1},
+		{"max-uploads-per-client", "http.max_uploads_per_client", h.MaxUploadsPerClient, -1},
+		{"max-host-calls", "limits.max_host_calls", l.MaxHostCalls, 1},
+		{"max-instances", "sandbox.max_instances", sb.MaxInstances, 1},
+		{"max-queue", "sandbox.max_queue", sb.MaxQueue, 0},
+	} {
+		if f.v < f.min {
+			return &usageError{fmt.Sprintf("bad %s %d: want %d or more", name(f.flag, f.field), f.v, f.min)}
+		}
+	}
+	if h.MaxUploadsPerClient == 0 {
+		return &usageError{fmt.Sprintf("bad %s 0: want -1 (no limit per client) or 1 or more", name("max-uploads-per-client", "http.max_uploads_per_client"))}
+	}
+	if l.MaxTableEntries > math.MaxUint32 {
+		return &usageError{fmt.Sprintf("bad %s %d: want at most %d", name("max-table-entries", "limits.max_table_entries"), l.MaxTableEntries, uint32(math.MaxUint32))}
+	}
+	if h.MinBodyRate < 1 {
+		return &usageError{fmt.Sprintf("bad %s 0: want at least 1 byte per second", name("min-body-rate", "http.min_body_rate"))}
+	}
+	if pages := int64(l.Memory) / (64 << 10); pages < 1 || pages > 65536 {
+		return &usageError{fmt.Sprintf("bad %s %s: want from 64KiB to 4GiB", name("memory", "limits.memory"), &l.Memory)}
+	}
+	// What a flag checked as it was read, a file's value is checked here.
+	for _, o := range h.CORS.Origins {
+		if _, err := corsOrigins(o); err != nil {
+			return &usageError{fmt.Sprintf("bad %s: %v", name("cors-origins", "http.cors.origins"), err)}
+		}
+	}
+	cfg.addr, cfg.dataDir, cfg.cacheDir, cfg.debugAddr = h.Addr, doc.Data.Dir, doc.Data.Cache, h.DebugAddr
+	cfg.pluginDir, cfg.defaultAgent = doc.Plugins.Dir, doc.Plugins.Default
+	cfg.settle = 300 * time.Millisecond
+	cfg.callTimeout, cfg.memoryLimit, cfg.maxBody = time.Duration(l.CallTimeout), l.Memory, h.MaxBody
+	cfg.limits = protocol.Limits{
+		MaxUploadBytes:       int64(l.MaxUpload),
+		MaxArtifactBytes:     int64(l.MaxArtifact),
+		MaxResultBytes:       int(l.MaxResult),
+		MaxLogBytes:          int(l.MaxLog),
+		MaxTaskLogBytes:      int64(l.MaxTaskLog),
+		MaxWorkspaceBytes:    int64(l.MaxWorkspace),
+		MaxWorkspaceFiles:    l.MaxWorkspaceFiles,
+		MaxCallArtifacts:     l.MaxCallArtifacts,
+		MaxTaskArtifacts:     l.MaxTaskArtifacts,
+		MaxTaskArtifactBytes: int64(l.MaxTaskArtifactBytes),
+		MaxPlannedSteps:      l.MaxPlannedSteps,
+		MaxTaskSteps:         l.MaxTaskSteps,
+		MaxTaskTime:          time.Duration(l.TaskTime),
+	}
+	cfg.maxHostCalls, cfg.maxTableEntries = l.MaxHostCalls, l.MaxTableEntries
+	cfg.maxInstances, cfg.maxQueue, cfg.queueWait = sb.MaxInstances, sb.MaxQueue, time.Duration(sb.QueueWait)
+	cfg.maxPluginSize, cfg.snapshots = sb.MaxPluginSize, sb.Snapshots
+	cfg.minFreeDisk = doc.Data.MinFreeDisk
+	cfg.bodyTimeout, cfg.minBodyRate = time.Duration(h.BodyTimeout), h.MinBodyRate
+	cfg.maxUploads, cfg.maxUploadsPer = h.MaxUploads, h.MaxUploadsPerClient
+	cfg.logFormat, cfg.accessLog, cfg.requireAuth = doc.Log.Format, h.AccessLog, h.RequireAuth
+	cfg.shutdownTimeout = time.Duration(h.ShutdownTimeout)
+	cfg.cors = httpapi.CORS{Origins: h.CORS.Origins, Headers: h.CORS.Headers, MaxAge: time.Duration(h.CORS.MaxAge)}
+	for _, m := range h.CORS.Methods {
+		cfg.cors.Methods = append(cfg.cors.Methods, strings.ToUpper(m))
+	}
+	cfg.pluginConfig = map[string]string{}
+	if file := doc.Plugins.SettingsFile; file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("plugin config: %w", err)
+		}
+		if err := protocol.CheckJSON(b, protocol.MaxJSONDepth); err != nil { // I-JSON: a setting written twice is refused, not read as the last
+			return fmt.Errorf("plugin config %s must be a JSON object of strings: %w", file, err)
+		}
+		if err := json.Unmarshal(b, &cfg.pluginConfig); err != nil {
+			return fmt.Errorf("plugin config %s must be a JSON object of strings: %w", file, err)
+		}
+	}
+	for k, v := range doc.Plugins.Settings {
+		cfg.pluginConfig[k] = v
+	}
+	return cfg.applyEgress(doc, fs, fromFile)
 }
 
 // run serves until ctx is done, then shuts down gracefully: requests in
