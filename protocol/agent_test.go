@@ -11,24 +11,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
-// The Agent's own rules, pinned against fakeStore and fakePlugin: no
-// SQLite, no wasm. What only the whole binary shows is tested end to end
-// in cmd/agentrt.
-
-var jsonUnmarshal = json.Unmarshal
+// The Agent's own rules, pinned against protocoltest.Store and
+// protocoltest.Plugin: no SQLite, no wasm. What only the whole binary
+// shows is tested end to end in cmd/agentrt.
 
 func str(s string) *string { return &s }
 
 // setResult is a handler that sets result and returns 0.
-func setResult(result string) fakeHandler {
+func setResult(result string) protocoltest.Handler {
 	return func(ctx context.Context, call *protocol.Call) (int32, error) {
 		return 0, call.SetResult([]byte(result))
 	}
 }
 
-func newAgent(t *testing.T, s *fakeStore, p *fakePlugin, limits protocol.Limits) *protocol.Agent {
+func newAgent(t *testing.T, s *protocoltest.Store, p *protocoltest.Plugin, limits protocol.Limits) *protocol.Agent {
 	t.Helper()
 	return protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: limits}, protocol.AgentConfig{Name: "test"})
 }
@@ -54,7 +53,7 @@ func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 		return 0, protocol.NewPluginFailure(protocol.CauseTrap, "wasm error: unreachable")
 	}
 	for name, tc := range map[string]struct {
-		handler fakeHandler
+		handler protocoltest.Handler
 		code    string
 		cause   string
 	}{
@@ -68,9 +67,9 @@ func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 		}, protocol.ETIMEOUT, "ran out of time"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
+			s := protocoltest.NewStore()
 			failing := true
-			p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+			p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 				if !failing {
 					return 0, call.SetResult([]byte(`{"output":"fine"}`))
 				}
@@ -102,9 +101,9 @@ func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 			if st.Output != nil || st.IsLast || len(st.Artifacts) != 0 || st.Status != protocol.StatusCompleted {
 				t.Errorf("the failed step is recorded as %+v", st)
 			}
-			if got, _ := s.GetTask(context.Background(), task.TaskID); len(got.Artifacts) != 0 || len(s.staged) != 0 || s.discarded != 1 {
+			if got, _ := s.GetTask(context.Background(), task.TaskID); len(got.Artifacts) != 0 || len(s.Staged) != 0 || s.Discarded != 1 {
 				t.Errorf("the failing call's artifact: %d recorded, %d still staged, %d discarded; want 0, 0, 1",
-					len(got.Artifacts), len(s.staged), s.discarded)
+					len(got.Artifacts), len(s.Staged), s.Discarded)
 			}
 
 			failing = false
@@ -116,40 +115,40 @@ func TestAFailedStepIsRecordedWithItsCauseAndTheTaskStaysUsable(t *testing.T) {
 }
 
 func TestAStepThatCouldNotRunIsNotRecorded(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(context.Context, *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(context.Context, *protocol.Call) (int32, error) {
 		return 0, &protocol.Error{Code: protocol.EUNAVAILABLE, Message: "busy", RetryAfter: 1}
 	}})
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
 	wantCode(t, "a step the runtime was too busy to run", err, protocol.EUNAVAILABLE)
-	if n := len(s.steps[task.TaskID]); n != 0 {
+	if n := len(s.Steps[task.TaskID]); n != 0 {
 		t.Errorf("%d steps recorded for a step that never ran", n)
 	}
 }
 
 func TestNoHandlerRunsWhileTheDiskIsAtItsFloor(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`)})
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
-	s.diskFull = true
+	s.DiskFull = true
 	_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
 	wantCode(t, "a step at the disk's floor", err, protocol.EINSUFFICIENT)
 	// Its run could not have been recorded, nor its time counted against
 	// the task's budget: it must not have happened.
-	if runs, _ := p.stats(); runs != 0 {
+	if runs, _ := p.Stats(); runs != 0 {
 		t.Errorf("the step handler ran %d times while nothing could be recorded", runs)
 	}
 }
 
 func TestAStepRunsToTheEndWhenItsClientGoesAway(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var pluginCtxErr error
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(pctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(pctx context.Context, call *protocol.Call) (int32, error) {
 		cancel() // the client goes away while the handler runs
 		pluginCtxErr = pctx.Err()
 		return 0, call.SetResult([]byte(`{"output":"done"}`))
@@ -169,10 +168,10 @@ func TestAStepRunsToTheEndWhenItsClientGoesAway(t *testing.T) {
 }
 
 func TestAnUploadIsCommittedWhenItsClientGoesAwayDuringTheArtifactHandler(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: func(pctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerArtifact: func(pctx context.Context, call *protocol.Call) (int32, error) {
 		cancel()
 		if pctx.Err() != nil {
 			return 0, protocol.NewPluginFailure(protocol.CauseTimeout, "stopped: %v", pctx.Err())
@@ -190,15 +189,15 @@ func TestAnUploadIsCommittedWhenItsClientGoesAwayDuringTheArtifactHandler(t *tes
 	if _, err := up.Commit(ctx, "a.txt", ""); err != nil {
 		t.Fatalf("an upload whose client went away during its handler: %v", err)
 	}
-	if len(s.placed) != 1 || !s.placed[0].committed {
+	if len(s.Placed) != 1 || !s.Placed[0].Committed {
 		t.Errorf("the upload's placement was not committed")
 	}
 }
 
 func TestATaskWhoseClientGoesAwayIsNotCreated(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: func(pctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: func(pctx context.Context, call *protocol.Call) (int32, error) {
 		if err := call.WorkspaceWrite(pctx, "notes.txt", []byte("n")); err != nil {
 			t.Errorf("workspace write: %v", err)
 		}
@@ -208,16 +207,16 @@ func TestATaskWhoseClientGoesAwayIsNotCreated(t *testing.T) {
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	_, err := a.CreateTask(ctx, protocol.TaskRequestBody{})
 	wantCode(t, "a task whose client went away", err, protocol.EABORTED)
-	if len(s.tasks) != 0 || len(s.removed) != 1 || len(s.files) != 0 {
-		t.Errorf("after a cancelled task handler: %d tasks, %d workspaces removed, %d left; want 0, 1, 0", len(s.tasks), len(s.removed), len(s.files))
+	if len(s.Tasks) != 0 || len(s.Removed) != 1 || len(s.Files) != 0 {
+		t.Errorf("after a cancelled task handler: %d tasks, %d workspaces removed, %d left; want 0, 1, 0", len(s.Tasks), len(s.Removed), len(s.Files))
 	}
 }
 
 func TestStepsOfOneTaskRunOneAtATimeAndOfDifferentTasksAtOnce(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	entered := make(chan string, 4)
 	release := make(chan struct{})
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		entered <- string(call.Input())
 		<-release
 		return 0, call.SetResult([]byte(`{}`))
@@ -260,15 +259,15 @@ func TestStepsOfOneTaskRunOneAtATimeAndOfDifferentTasksAtOnce(t *testing.T) {
 			t.Errorf("step: %v", err)
 		}
 	}
-	if _, overlap := p.stats(); overlap {
+	if _, overlap := p.Stats(); overlap {
 		t.Errorf("two steps of one task ran at once")
 	}
 }
 
 func TestAPlannedStepRunsBeforeANewOne(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var inputs []string
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 		protocol.HandlerTask: setResult(`{"steps":[{"name":"first","input":"planned input"}]}`),
 		protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 			var in struct {
@@ -302,8 +301,8 @@ func TestAStepLooksForAPlannedStepOnlyWhenTheTaskHasOne(t *testing.T) {
 		plan  string
 		looks int
 	}{{`{}`, 0}, {`{"steps":[{"name":"first"},{"name":"second"}]}`, 2}} {
-		s := newFakeStore()
-		p := newFakePlugin(map[protocol.Handler]fakeHandler{
+		s := protocoltest.NewStore()
+		p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 			protocol.HandlerTask: setResult(tc.plan),
 			protocol.HandlerStep: setResult(`{}`),
 		})
@@ -314,28 +313,28 @@ func TestAStepLooksForAPlannedStepOnlyWhenTheTaskHasOne(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if s.plannedLooks != tc.looks {
-			t.Errorf("a task planned %s: %d looks for a planned step in 4 steps, want %d", tc.plan, s.plannedLooks, tc.looks)
+		if s.PlannedLooks != tc.looks {
+			t.Errorf("a task planned %s: %d looks for a planned step in 4 steps, want %d", tc.plan, s.PlannedLooks, tc.looks)
 		}
 	}
 }
 
 func TestAPlanOverTheTaskStepLimitCreatesNoTask(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{"steps":[{},{},{}]}`)})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: setResult(`{"steps":[{},{},{}]}`)})
 	limits := protocol.DefaultLimits
 	limits.MaxTaskSteps = 2
 	a := newAgent(t, s, p, limits)
 	_, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{})
 	wantCode(t, "a plan of 3 steps under a task limit of 2", err, protocol.EPLUGIN)
-	if len(s.tasks) != 0 {
+	if len(s.Tasks) != 0 {
 		t.Errorf("a task was created")
 	}
 }
 
 func TestATaskHoldsAtMostItsStepLimit(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`)})
 	limits := protocol.DefaultLimits
 	limits.MaxTaskSteps = 2
 	a := newAgent(t, s, p, limits)
@@ -350,9 +349,9 @@ func TestATaskHoldsAtMostItsStepLimit(t *testing.T) {
 }
 
 func TestATaskThatUsedUpItsPluginTimeRunsNoMoreHandlers(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`), protocol.HandlerArtifact: setResult(`{}`)})
-	p.elapsed = time.Second
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`), protocol.HandlerArtifact: setResult(`{}`)})
+	p.Elapsed = time.Second
 	limits := protocol.DefaultLimits
 	limits.MaxTaskTime = 2 * time.Second
 	a := newAgent(t, s, p, limits)
@@ -371,7 +370,7 @@ func TestATaskThatUsedUpItsPluginTimeRunsNoMoreHandlers(t *testing.T) {
 	defer up.Discard()
 	_, err = up.Commit(context.Background(), "a.txt", "")
 	wantCode(t, "an upload's handler after the budget was used", err, protocol.ELIMIT)
-	if runs, _ := p.stats(); runs != 2 {
+	if runs, _ := p.Stats(); runs != 2 {
 		t.Errorf("%d handler runs, want 2", runs)
 	}
 }
@@ -391,7 +390,7 @@ func upload(a *protocol.Agent, taskID, name, data string) (*protocol.Artifact, e
 
 func TestAnUploadThatIsNotKeptLeavesNothingAtEachStage(t *testing.T) {
 	for name, tc := range map[string]struct {
-		handler    fakeHandler // nil: no artifact handler
+		handler    protocoltest.Handler // nil: no artifact handler
 		failRecord bool
 		quota      protocol.WorkspaceQuota
 		code       string
@@ -408,8 +407,8 @@ func TestAnUploadThatIsNotKeptLeavesNothingAtEachStage(t *testing.T) {
 		"over the workspace's entries": {quota: protocol.WorkspaceQuota{Bytes: 100, Entries: 1}, code: protocol.ETOOLARGE},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			handlers := map[protocol.Handler]fakeHandler{}
+			s := protocoltest.NewStore()
+			handlers := map[protocol.Handler]protocoltest.Handler{}
 			if tc.handler != nil {
 				handlers[protocol.HandlerArtifact] = func(ctx context.Context, call *protocol.Call) (int32, error) {
 					// The handler's own artifact goes with the upload.
@@ -423,34 +422,34 @@ func TestAnUploadThatIsNotKeptLeavesNothingAtEachStage(t *testing.T) {
 			if tc.quota != (protocol.WorkspaceQuota{}) {
 				limits.MaxWorkspaceBytes, limits.MaxWorkspaceFiles = tc.quota.Bytes, tc.quota.Entries
 			}
-			a := newAgent(t, s, newFakePlugin(handlers), limits)
+			a := newAgent(t, s, protocoltest.NewPlugin(handlers), limits)
 			task := mustCreateTask(t, a)
 			ws := s.Workspace(task.TaskID, protocol.WorkspaceQuota{Bytes: 100, Entries: 100})
 			ws.Write(context.Background(), "a.txt", []byte("old")) // the upload replaces it
 			ws.Write(context.Background(), "b.txt", []byte("b"))
 			if tc.failRecord {
-				s.failRecord = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
+				s.FailRecord = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
 			}
 
 			_, err := upload(a, task.TaskID, "a.txt", "new bytes")
 			wantCode(t, "the upload", err, tc.code)
 			got, _ := s.GetTask(context.Background(), task.TaskID)
-			if len(got.Artifacts) != 0 || len(s.staged) != 0 {
-				t.Errorf("%d artifacts recorded, %d still staged; want none", len(got.Artifacts), len(s.staged))
+			if len(got.Artifacts) != 0 || len(s.Staged) != 0 {
+				t.Errorf("%d artifacts recorded, %d still staged; want none", len(got.Artifacts), len(s.Staged))
 			}
-			if b := s.files[task.TaskID]["a.txt"]; string(b) != "old" {
+			if b := s.Files[task.TaskID]["a.txt"]; string(b) != "old" {
 				t.Errorf("the file the upload replaced holds %q, want it back as %q", b, "old")
 			}
-			if tc.placed != (len(s.placed) == 1) || (tc.placed && (!s.placed[0].rolled || s.placed[0].committed)) {
-				t.Errorf("placed %d (want placed: %v), and not rolled back", len(s.placed), tc.placed)
+			if tc.placed != (len(s.Placed) == 1) || (tc.placed && (!s.Placed[0].Rolled || s.Placed[0].Committed)) {
+				t.Errorf("placed %d (want placed: %v), and not rolled back", len(s.Placed), tc.placed)
 			}
 		})
 	}
 }
 
 func TestAnAcceptedUploadIsRecordedWithWhatItsHandlerMade(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerArtifact: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		var in struct {
 			Artifact struct {
 				WorkspacePath string `json:"workspace_path"`
@@ -469,10 +468,10 @@ func TestAnAcceptedUploadIsRecordedWithWhatItsHandlerMade(t *testing.T) {
 	}
 	got, _ := s.GetTask(context.Background(), task.TaskID)
 	if len(got.Artifacts) != 2 || got.Artifacts[0].ArtifactID != art.ArtifactID || got.Artifacts[1].FileName != "copy.txt" ||
-		string(s.recorded[got.Artifacts[1].ArtifactID]) != "hello" {
+		string(s.Recorded[got.Artifacts[1].ArtifactID]) != "hello" {
 		t.Errorf("recorded %+v", got.Artifacts)
 	}
-	if !s.placed[0].committed || s.placed[0].rolled {
+	if !s.Placed[0].Committed || s.Placed[0].Rolled {
 		t.Errorf("the placement was not committed")
 	}
 	if len(got.Logs) != 1 || got.Logs[0].Message != "saw in.txt" {
@@ -481,9 +480,9 @@ func TestAnAcceptedUploadIsRecordedWithWhatItsHandlerMade(t *testing.T) {
 }
 
 func TestATaskHoldsAtMostItsArtifactQuotas(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var createErrs []error
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		createErrs = createErrs[:0]
 		for _, name := range []string{"1", "2", "3"} {
 			_, err := call.CreateArtifact(ctx, protocol.ArtifactSpec{FileName: name}, []byte("12345"))
@@ -518,10 +517,10 @@ func TestATaskHoldsAtMostItsArtifactQuotas(t *testing.T) {
 }
 
 func TestAnUploadIsHeldToWhatIsLeftOfTheArtifactBytesQuota(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	limits := protocol.DefaultLimits
 	limits.MaxTaskArtifactBytes = 10
-	a := newAgent(t, s, newFakePlugin(nil), limits)
+	a := newAgent(t, s, protocoltest.NewPlugin(nil), limits)
 	task := mustCreateTask(t, a)
 	if _, err := upload(a, task.TaskID, "a", "123456"); err != nil {
 		t.Fatal(err)
@@ -534,9 +533,9 @@ func TestAnUploadIsHeldToWhatIsLeftOfTheArtifactBytesQuota(t *testing.T) {
 }
 
 func TestEveryCallSeesTheTasksWorkspaceQuota(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var writeErr error
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		writeErr = call.WorkspaceWrite(ctx, "big.txt", make([]byte, 11))
 		return 0, nil
 	}})
@@ -550,7 +549,7 @@ func TestEveryCallSeesTheTasksWorkspaceQuota(t *testing.T) {
 	if protocol.ErrorCode(writeErr) != protocol.ETOOLARGE {
 		t.Errorf("writing 11 bytes under a quota of 10: %v", writeErr)
 	}
-	for _, q := range s.quotas {
+	for _, q := range s.Quotas {
 		if q != (protocol.WorkspaceQuota{Bytes: 10, Entries: 7}) {
 			t.Errorf("a workspace opened with quota %+v, want the limits' 10 bytes and 7 entries", q)
 		}
@@ -558,8 +557,8 @@ func TestEveryCallSeesTheTasksWorkspaceQuota(t *testing.T) {
 }
 
 func TestATaskHandlerFailureCreatesNothing(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		call.WorkspaceWrite(ctx, "w.txt", []byte("w"))
 		call.CreateArtifact(ctx, protocol.ArtifactSpec{FileName: "a.txt"}, []byte("a"))
 		return 0, call.SetResult([]byte(`{"error":"no"}`))
@@ -567,15 +566,15 @@ func TestATaskHandlerFailureCreatesNothing(t *testing.T) {
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	_, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{})
 	wantCode(t, "a failing task handler", err, protocol.EPLUGIN)
-	if len(s.tasks) != 0 || len(s.staged) != 0 || len(s.files) != 0 {
-		t.Errorf("a failed task handler left %d tasks, %d staged artifacts, %d workspaces", len(s.tasks), len(s.staged), len(s.files))
+	if len(s.Tasks) != 0 || len(s.Staged) != 0 || len(s.Files) != 0 {
+		t.Errorf("a failed task handler left %d tasks, %d staged artifacts, %d workspaces", len(s.Tasks), len(s.Staged), len(s.Files))
 	}
 }
 
 func TestTheTaskLogKeepsItsLimitAndSaysWhenItCutsLines(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	line := strings.Repeat("x", 100)
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		for range 10 {
 			call.Log(protocol.LevelInfo, []byte(line))
 		}
@@ -600,8 +599,8 @@ func FuzzStepResult(f *testing.F) {
 		f.Add([]byte(s), int32(0))
 	}
 	f.Fuzz(func(t *testing.T, result []byte, code int32) {
-		s := newFakeStore()
-		p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+		s := protocoltest.NewStore()
+		p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 			call.SetResult(result)
 			return code, nil
 		}})

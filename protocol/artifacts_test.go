@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // The artifact-management RFC in the domain: URI artifacts, where they
 // come from, and the handlers that take and serve them, pinned against
-// fakeStore and fakePlugin.
+// protocoltest.Store and protocoltest.Plugin.
 
-func newAgentWithSchemes(t *testing.T, s *fakeStore, p *fakePlugin, schemes protocol.ArtifactSchemes) *protocol.Agent {
+func newAgentWithSchemes(t *testing.T, s *protocoltest.Store, p *protocoltest.Plugin, schemes protocol.ArtifactSchemes) *protocol.Agent {
 	t.Helper()
 	return protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits, Schemes: schemes},
 		protocol.AgentConfig{Name: "test"})
@@ -45,9 +46,9 @@ func inputArtifact(t *testing.T, call *protocol.Call) map[string]any {
 }
 
 func TestAURIUploadIsRecordedAsAReferenceWithNoBytes(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var seen map[string]any
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerArtifact: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		seen = inputArtifact(t, call)
 		return 0, nil
 	}})
@@ -64,8 +65,8 @@ func TestAURIUploadIsRecordedAsAReferenceWithNoBytes(t *testing.T) {
 	}
 	// Nothing staged, nothing placed in the workspace: agentrt holds no
 	// bytes of it, and fetched none.
-	if len(s.placed) != 0 || len(s.staged) != 0 || len(s.recorded) != 0 || s.discarded != 0 {
-		t.Errorf("placed %d, staged %d, recorded %d, discarded %d; want nothing", len(s.placed), len(s.staged), len(s.recorded), s.discarded)
+	if len(s.Placed) != 0 || len(s.Staged) != 0 || len(s.Recorded) != 0 || s.Discarded != 0 {
+		t.Errorf("placed %d, staged %d, recorded %d, discarded %d; want nothing", len(s.Placed), len(s.Staged), len(s.Recorded), s.Discarded)
 	}
 	// The artifact handler saw the URI, and no workspace path.
 	if seen["uri"] != want.URI || seen["workspace_path"] != nil {
@@ -88,8 +89,8 @@ func TestAURIUploadIsRecordedAsAReferenceWithNoBytes(t *testing.T) {
 }
 
 func TestUploadsAreHeldToTheAgentsInputSchemes(t *testing.T) {
-	s := newFakeStore()
-	a := newAgentWithSchemes(t, s, newFakePlugin(nil), protocol.ArtifactSchemes{Input: []string{"s3"}})
+	s := protocoltest.NewStore()
+	a := newAgentWithSchemes(t, s, protocoltest.NewPlugin(nil), protocol.ArtifactSchemes{Input: []string{"s3"}})
 	task := mustCreateTask(t, a)
 	if _, err := uploadURI(a, task.TaskID, "s3://bucket/key", ""); err != nil {
 		t.Fatalf("an s3 URI: %v", err)
@@ -105,11 +106,11 @@ func TestUploadsAreHeldToTheAgentsInputSchemes(t *testing.T) {
 		t.Errorf("refusal: %v", err)
 	}
 	got, _ := s.GetTask(context.Background(), task.TaskID)
-	if len(got.Artifacts) != 1 || len(s.staged) != 0 {
-		t.Errorf("refused uploads left %d artifacts, %d staged", len(got.Artifacts), len(s.staged))
+	if len(got.Artifacts) != 1 || len(s.Staged) != 0 {
+		t.Errorf("refused uploads left %d artifacts, %d staged", len(got.Artifacts), len(s.Staged))
 	}
 	// The default takes bytes and web URIs, and nothing else.
-	d := newAgent(t, newFakeStore(), newFakePlugin(nil), protocol.DefaultLimits)
+	d := newAgent(t, protocoltest.NewStore(), protocoltest.NewPlugin(nil), protocol.DefaultLimits)
 	schemes, err := d.ArtifactSchemes()
 	if err != nil || strings.Join(schemes.Input, ",") != "file,http,https" || strings.Join(schemes.Output, ",") != "file,http,https" {
 		t.Errorf("default schemes %+v, %v", schemes, err)
@@ -141,8 +142,8 @@ func TestTheArtifactHandlerMayReplaceAURIUpload(t *testing.T) {
 		"failed, with a replacer": {result: `{"error":"boom","replace":{"uri":"https://b/x"}}`, code: protocol.EPLUGIN},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: setResult(tc.result)})
+			s := protocoltest.NewStore()
+			p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerArtifact: setResult(tc.result)})
 			limits := protocol.DefaultLimits
 			if tc.limit > 0 {
 				limits.MaxUploadBytes = tc.limit
@@ -158,8 +159,8 @@ func TestTheArtifactHandlerMayReplaceAURIUpload(t *testing.T) {
 			wantCode(t, "the upload", err, tc.code)
 			got, _ := s.GetTask(context.Background(), task.TaskID)
 			if tc.code != "" {
-				if len(got.Artifacts) != 0 || len(s.staged) != 0 {
-					t.Errorf("a refused replacement left %d artifacts, %d staged", len(got.Artifacts), len(s.staged))
+				if len(got.Artifacts) != 0 || len(s.Staged) != 0 {
+					t.Errorf("a refused replacement left %d artifacts, %d staged", len(got.Artifacts), len(s.Staged))
 				}
 				return
 			}
@@ -169,25 +170,25 @@ func TestTheArtifactHandlerMayReplaceAURIUpload(t *testing.T) {
 			if len(got.Artifacts) != 1 || got.Artifacts[0] != *art {
 				t.Errorf("recorded %+v, answered %+v", got.Artifacts, *art)
 			}
-			if b, ok := s.recorded[art.ArtifactID]; tc.wantPath != "" && (!ok || string(b) != tc.wantData || art.Size != int64(len(tc.wantData)) || art.SHA256 == "") {
+			if b, ok := s.Recorded[art.ArtifactID]; tc.wantPath != "" && (!ok || string(b) != tc.wantData || art.Size != int64(len(tc.wantData)) || art.SHA256 == "") {
 				t.Errorf("recorded bytes %q (%v), size %d, sha256 %q; want %q", b, ok, art.Size, art.SHA256, tc.wantData)
 			}
 		})
 	}
 	// An uploaded file is not replaced: the handler fails.
-	s := newFakeStore()
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerArtifact: setResult(`{"replace":{"uri":"https://b/x"}}`)}), protocol.DefaultLimits)
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerArtifact: setResult(`{"replace":{"uri":"https://b/x"}}`)}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	_, err := upload(a, task.TaskID, "a.txt", "x")
 	wantCode(t, "replacing a file", err, protocol.EPLUGIN)
-	if !strings.Contains(err.Error(), "only URI uploads are replaced") || len(s.placed) != 1 || !s.placed[0].rolled {
-		t.Errorf("%v; placed %d", err, len(s.placed))
+	if !strings.Contains(err.Error(), "only URI uploads are replaced") || len(s.Placed) != 1 || !s.Placed[0].Rolled {
+		t.Errorf("%v; placed %d", err, len(s.Placed))
 	}
 }
 
 func TestPluginsCreateURIArtifactsOfTheirOutputSchemes(t *testing.T) {
 	var errs []error
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		for _, spec := range []protocol.ArtifactSpec{
 			{URI: "s3://bucket/out/report.pdf"},
 			{URI: "s3://bucket/x", FileName: "named.pdf", RelativePath: "links"},
@@ -208,7 +209,7 @@ func TestPluginsCreateURIArtifactsOfTheirOutputSchemes(t *testing.T) {
 		}
 		return 0, call.SetResult([]byte(`{}`))
 	}})
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	a := newAgentWithSchemes(t, s, p, protocol.ArtifactSchemes{Output: []string{"s3"}})
 	task := mustCreateTask(t, a)
 	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
@@ -233,8 +234,8 @@ func TestPluginsCreateURIArtifactsOfTheirOutputSchemes(t *testing.T) {
 	if second.FileName != "named.pdf" || second.RelativePath != "links" {
 		t.Errorf("second %+v", second)
 	}
-	if len(s.staged) != 0 || len(s.recorded) != 0 {
-		t.Errorf("URI artifacts staged %d, recorded %d bytes", len(s.staged), len(s.recorded))
+	if len(s.Staged) != 0 || len(s.Recorded) != 0 {
+		t.Errorf("URI artifacts staged %d, recorded %d bytes", len(s.Staged), len(s.Recorded))
 	}
 }
 
@@ -257,7 +258,7 @@ func (d *downloadBuffer) WriteDownload(ctx context.Context, a *protocol.Artifact
 }
 
 func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
-	write := func(parts ...string) fakeHandler {
+	write := func(parts ...string) protocoltest.Handler {
 		return func(ctx context.Context, call *protocol.Call) (int32, error) {
 			for _, p := range parts {
 				if err := call.DownloadWrite(ctx, []byte(p)); err != nil {
@@ -270,7 +271,7 @@ func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
 		}
 	}
 	for name, tc := range map[string]struct {
-		handler  fakeHandler
+		handler  protocoltest.Handler
 		served   bool
 		body     string
 		code     string
@@ -294,8 +295,8 @@ func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
 		"past the artifact limit, refused": {handler: write("12345678", "9"), code: protocol.ETOOLARGE, body: "12345678"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			p := newFakePlugin(map[protocol.Handler]fakeHandler{
+			s := protocoltest.NewStore()
+			p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 				protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 					_, err := call.CreateArtifact(ctx, protocol.ArtifactSpec{FileName: "out.md"}, []byte("stored bytes"))
 					return 0, err
@@ -337,8 +338,8 @@ func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
 			}
 			// The handler's time counts against the task's budget.
 			got, _ := s.GetTask(context.Background(), task.TaskID)
-			if got.PluginTime != 2*p.elapsed {
-				t.Errorf("plugin time %s, want two calls' %s", got.PluginTime, 2*p.elapsed)
+			if got.PluginTime != 2*p.Elapsed {
+				t.Errorf("plugin time %s, want two calls' %s", got.PluginTime, 2*p.Elapsed)
 			}
 		})
 	}
@@ -346,8 +347,8 @@ func TestTheDownloadHandlerServesOrLeavesTheDownloadToTheHost(t *testing.T) {
 
 func TestADownloadHandlerChangesNothingAndStopsWhenItsClientDoes(t *testing.T) {
 	var errs []error
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerDownload: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerDownload: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		errs = append(errs,
 			call.WorkspaceWrite(ctx, "a.txt", []byte("x")),
 			call.WorkspaceDelete(ctx, "b.txt"),
@@ -382,8 +383,8 @@ func TestADownloadHandlerChangesNothingAndStopsWhenItsClientDoes(t *testing.T) {
 	if w.writes != 2 || w.String() != "012345678901234" {
 		t.Errorf("%d writes reached the client, %q; want 2, the first 15 bytes", w.writes, w.String())
 	}
-	if _, ok := s.files[task.TaskID]["a.txt"]; ok || string(s.files[task.TaskID]["b.txt"]) != "b" {
-		t.Errorf("the download handler changed the workspace: %v", s.files[task.TaskID])
+	if _, ok := s.Files[task.TaskID]["a.txt"]; ok || string(s.Files[task.TaskID]["b.txt"]) != "b" {
+		t.Errorf("the download handler changed the workspace: %v", s.Files[task.TaskID])
 	}
 	got, _ := s.GetTask(context.Background(), task.TaskID)
 	if len(got.Artifacts) != 1 {
@@ -392,8 +393,8 @@ func TestADownloadHandlerChangesNothingAndStopsWhenItsClientDoes(t *testing.T) {
 }
 
 func TestWithoutADownloadHandlerTheHostServesBytesRedirectsOrRefuses(t *testing.T) {
-	s := newFakeStore()
-	a := newAgentWithSchemes(t, s, newFakePlugin(nil), protocol.ArtifactSchemes{Input: []string{"file", "http", "s3"}})
+	s := protocoltest.NewStore()
+	a := newAgentWithSchemes(t, s, protocoltest.NewPlugin(nil), protocol.ArtifactSchemes{Input: []string{"file", "http", "s3"}})
 	task := mustCreateTask(t, a)
 	file, err := upload(a, task.TaskID, "a.txt", "bytes")
 	if err != nil {

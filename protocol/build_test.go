@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // stepAnswering is a step handler whose output is output.
-func stepAnswering(output string) fakeHandler {
+func stepAnswering(output string) protocoltest.Handler {
 	return setResult(`{"output":"` + output + `"}`)
 }
 
 func TestEveryStepRecordsTheAgentAndTheBuildThatRanIt(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: stepAnswering("one")})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: stepAnswering("one")})
 	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "sha-1", Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "echo"})
 	task := mustCreateTask(t, a)
 	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
@@ -32,7 +33,7 @@ func TestEveryStepRecordsTheAgentAndTheBuildThatRanIt(t *testing.T) {
 	}
 
 	// A failed step records the build that failed too.
-	p2 := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p2 := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		return 0, protocol.NewPluginFailure(protocol.CauseTrap, "trap")
 	}})
 	a.Serve(&protocol.Build{Plugin: p2, ID: "sha-2", Limits: protocol.DefaultLimits})
@@ -58,9 +59,9 @@ func stepIDOf(t *testing.T, err error) string {
 // on the build they began with; the old build is reported drained only
 // after them.
 func TestAReplacedBuildFinishesWhatItBeganAndServesNothingNew(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	entered, release := make(chan struct{}), make(chan struct{})
-	old := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	old := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		close(entered)
 		<-release
 		return 0, call.SetResult([]byte(`{"output":"old"}`))
@@ -79,7 +80,7 @@ func TestAReplacedBuildFinishesWhatItBeganAndServesNothingNew(t *testing.T) {
 	}()
 	<-entered
 
-	next := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: stepAnswering("new")})
+	next := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: stepAnswering("new")})
 	drained := a.Serve(&protocol.Build{Plugin: next, ID: "new", Limits: protocol.DefaultLimits})
 	select {
 	case <-drained:
@@ -104,8 +105,8 @@ func TestAReplacedBuildFinishesWhatItBeganAndServesNothingNew(t *testing.T) {
 
 // An upload holds the build it began with until it is committed.
 func TestAnUploadInProgressHoldsItsBuild(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: stepAnswering("x")})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: stepAnswering("x")})
 	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "old", Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "a"})
 	task := mustCreateTask(t, a)
 	up, err := a.NewUpload(context.Background(), task.TaskID)
@@ -140,8 +141,8 @@ func TestAnUploadInProgressHoldsItsBuild(t *testing.T) {
 // An agent whose plugin was removed keeps its tasks readable and refuses
 // new work with ECONFLICT.
 func TestAnAgentWithoutABuildRefusesWorkAndServesReads(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: stepAnswering("x")})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: stepAnswering("x")})
 	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "b", Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "gone"})
 	task := mustCreateTask(t, a)
 	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // guardedBuffer returns size bytes of memory of which only the first
@@ -58,8 +59,8 @@ func TestPrintedNewlinesFillTheLogAndTheRestIsLeftUnread(t *testing.T) {
 		}
 		return 0, call.SetResult([]byte(`{"output":"printed"}`))
 	}
-	s := newFakeStore()
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: print}), limits)
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: print}), limits)
 	task := mustCreateTask(t, a)
 	st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
 	if fault != nil {
@@ -109,8 +110,8 @@ func TestPrintedLinesAreRecordsEmptyOnesIncluded(t *testing.T) {
 			}
 			return 0, call.SetResult([]byte(`{}`))
 		}
-		s := newFakeStore()
-		a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: printer}), protocol.DefaultLimits)
+		s := protocoltest.NewStore()
+		a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: printer}), protocol.DefaultLimits)
 		task := mustCreateTask(t, a)
 		st, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
 		if err != nil {

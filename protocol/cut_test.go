@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // TestAPluginFailureReachesClientsCut pins what docs/SECURITY.md promises
@@ -20,8 +21,8 @@ import (
 func TestAPluginFailureReachesClientsCut(t *testing.T) {
 	// 3-byte characters, so that neither bound falls on a boundary.
 	huge := strings.Repeat("€", 10_000)
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{"error":"` + huge + `"}`)})
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{"error":"` + huge + `"}`)})
 	var log bytes.Buffer
 	a := protocol.NewAgent(s, &protocol.Build{Plugin: p, ID: "build-1", Limits: protocol.DefaultLimits},
 		protocol.AgentConfig{Name: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 func trapped(ctx context.Context, call *protocol.Call) (int32, error) {
@@ -19,10 +20,10 @@ func trapped(ctx context.Context, call *protocol.Call) (int32, error) {
 
 // failStep runs one step with handler and returns its failure, checking
 // that the step records the same message.
-func failStep(t *testing.T, handler fakeHandler) *protocol.PluginFailure {
+func failStep(t *testing.T, handler protocoltest.Handler) *protocol.PluginFailure {
 	t.Helper()
-	s := newFakeStore()
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: handler}), protocol.DefaultLimits)
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: handler}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	_, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
 	var e *protocol.PluginFailure
@@ -43,7 +44,7 @@ func failStep(t *testing.T, handler fakeHandler) *protocol.PluginFailure {
 func TestATrapTakesItsCauseFromWhatThePluginLeftBeforeIt(t *testing.T) {
 	tests := []struct {
 		name    string
-		handler fakeHandler
+		handler protocoltest.Handler
 		want    string
 		cause   string
 	}{
@@ -95,8 +96,8 @@ func TestATimeoutIsNotExplainedByAResultSetBeforeIt(t *testing.T) {
 
 func TestAFailedTaskHandlersLogGoesToTheServerLogNamingNoTask(t *testing.T) {
 	var out bytes.Buffer
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		for i := range 30 {
 			call.Log(protocol.LevelInfo, []byte("line "+strings.Repeat("x", i)))
 		}
@@ -118,8 +119,8 @@ func TestAFailedTaskHandlersLogGoesToTheServerLogNamingNoTask(t *testing.T) {
 func TestARefusedUploadsHandlerLogIsKeptInTheTaskLog(t *testing.T) {
 	for name, result := range map[string]string{"rejected": `{"reject":"only text"}`, "failed": `{"error":"cannot read it"}`} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			p := newFakePlugin(map[protocol.Handler]fakeHandler{
+			s := protocoltest.NewStore()
+			p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 				protocol.HandlerStep: setResult(`{}`),
 				protocol.HandlerArtifact: func(ctx context.Context, call *protocol.Call) (int32, error) {
 					call.Log(protocol.LevelWarn, []byte("looked at it: a picture"))

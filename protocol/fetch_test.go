@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // What the domain holds of fetching a URI artifact: which artifacts may
@@ -13,7 +14,7 @@ import (
 // itself (the network, the policy) is the host's; here it is a func.
 
 func TestAURIArtifactIsFetchedIntoTheWorkspaceOnlyWhenItIsAWebURI(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var fetched []string
 	get := func(ctx context.Context, uri string) ([]byte, error) {
 		fetched = append(fetched, uri)
@@ -29,7 +30,7 @@ func TestAURIArtifactIsFetchedIntoTheWorkspaceOnlyWhenItIsAWebURI(t *testing.T) 
 	}
 	var attempts []attempt
 	var ids map[string]string
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		created, err := call.CreateArtifact(ctx, protocol.ArtifactSpec{URI: "https://example.com/made.txt"}, nil)
 		if err != nil {
 			return 0, err
@@ -90,15 +91,15 @@ func TestAURIArtifactIsFetchedIntoTheWorkspaceOnlyWhenItIsAWebURI(t *testing.T) 
 	if len(fetched) != 3 {
 		t.Errorf("fetched %v: only the web URIs are asked for", fetched)
 	}
-	if got := string(s.files[task.TaskID]["in/report.pdf"]); got != "bytes of https://example.com/report.pdf" {
+	if got := string(s.Files[task.TaskID]["in/report.pdf"]); got != "bytes of https://example.com/report.pdf" {
 		t.Errorf("the workspace holds %q", got)
 	}
 }
 
 func TestADownloadHandlerCannotFetch(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var fetchErr error
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 		protocol.HandlerStep: setResult(`{}`),
 		protocol.HandlerDownload: func(ctx context.Context, call *protocol.Call) (int32, error) {
 			_, fetchErr = call.FetchArtifact(ctx, "x", "y", func(context.Context, string) ([]byte, error) {

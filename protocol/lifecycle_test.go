@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // blockingStep is a step handler that says when it starts and runs until
 // its call is stopped, failing as runtime reports a stopped call.
-func blockingStep(started chan<- struct{}) fakeHandler {
+func blockingStep(started chan<- struct{}) protocoltest.Handler {
 	return func(ctx context.Context, call *protocol.Call) (int32, error) {
 		started <- struct{}{}
 		<-ctx.Done()
@@ -27,10 +28,10 @@ func blockingStep(started chan<- struct{}) fakeHandler {
 // runningStep starts a step that runs until it is stopped, and returns
 // once its handler runs: the store, the agent, the task, and where the
 // step's error comes.
-func runningStep(t *testing.T) (*fakeStore, *protocol.Agent, *protocol.Task, <-chan error) {
-	s := newFakeStore()
+func runningStep(t *testing.T) (*protocoltest.Store, *protocol.Agent, *protocol.Task, <-chan error) {
+	s := protocoltest.NewStore()
 	started := make(chan struct{}, 1)
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: blockingStep(started)}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	stepErr := make(chan error, 1)
 	go func() {
@@ -54,8 +55,8 @@ func TestDeletingATaskStopsItsStepAndLeavesNothing(t *testing.T) {
 	if _, err := a.GetTask(context.Background(), task.TaskID); protocol.ErrorCode(err) != protocol.ENOTFOUND {
 		t.Errorf("GetTask after delete: %v, want ENOTFOUND", err)
 	}
-	if len(s.deleted) != 1 || len(s.steps[task.TaskID]) != 0 {
-		t.Errorf("deleted %v, steps left %d", s.deleted, len(s.steps[task.TaskID]))
+	if len(s.Deleted) != 1 || len(s.Steps[task.TaskID]) != 0 {
+		t.Errorf("deleted %v, steps left %d", s.Deleted, len(s.Steps[task.TaskID]))
 	}
 	// Nothing starts on a deleted task.
 	_, err = a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{})
@@ -66,9 +67,9 @@ func TestDeletingATaskStopsItsStepAndLeavesNothing(t *testing.T) {
 // A deletion is not refused because requests wait for its task: it is
 // what will turn them away.
 func TestADeletionIsNotRefusedByTheRequestsWaitingForItsTask(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	started := make(chan struct{}, 1)
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: blockingStep(started)})
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: blockingStep(started)})
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
 	waiting := make(chan struct{}, 2*protocol.MaxTaskWaiters)
@@ -97,7 +98,7 @@ func TestADeletionIsNotRefusedByTheRequestsWaitingForItsTask(t *testing.T) {
 			t.Errorf("a step of the deleted task: %v, want ENOTFOUND", err)
 		}
 	}
-	if runs, _ := p.stats(); runs != 1 {
+	if runs, _ := p.Stats(); runs != 1 {
 		t.Errorf("%d step handlers ran; want only the one the deletion stopped", runs)
 	}
 }
@@ -130,23 +131,23 @@ func TestAnInterruptedStepIsRecordedWithWhy(t *testing.T) {
 // markingAgent is an agent whose new steps are marked running after
 // delay (AgentConfig.RunningMarkDelay), with step handler step and
 // others as given.
-func markingAgent(s *fakeStore, step fakeHandler, delay time.Duration, others ...map[protocol.Handler]fakeHandler) *protocol.Agent {
-	handlers := map[protocol.Handler]fakeHandler{protocol.HandlerStep: step}
+func markingAgent(s *protocoltest.Store, step protocoltest.Handler, delay time.Duration, others ...map[protocol.Handler]protocoltest.Handler) *protocol.Agent {
+	handlers := map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: step}
 	for _, o := range others {
 		maps.Copy(handlers, o)
 	}
-	return protocol.NewAgent(s, &protocol.Build{Plugin: newFakePlugin(handlers), ID: "build-1", Limits: protocol.DefaultLimits},
+	return protocol.NewAgent(s, &protocol.Build{Plugin: protocoltest.NewPlugin(handlers), ID: "build-1", Limits: protocol.DefaultLimits},
 		protocol.AgentConfig{Name: "test", RunningMarkDelay: delay})
 }
 
 // wantOneCompletedStep fails t unless the task holds one step, completed,
 // counted once.
-func wantOneCompletedStep(t *testing.T, s *fakeStore, task *protocol.Task) {
+func wantOneCompletedStep(t *testing.T, s *protocoltest.Store, task *protocol.Task) {
 	t.Helper()
-	if n := len(s.steps[task.TaskID]); n != 1 || s.tasks[task.TaskID].StepCount != 1 {
-		t.Fatalf("%d steps stored, %d counted; want 1", n, s.tasks[task.TaskID].StepCount)
+	if n := len(s.Steps[task.TaskID]); n != 1 || s.Tasks[task.TaskID].StepCount != 1 {
+		t.Fatalf("%d steps stored, %d counted; want 1", n, s.Tasks[task.TaskID].StepCount)
 	}
-	if st := s.steps[task.TaskID][0]; st.Status != protocol.StatusCompleted {
+	if st := s.Steps[task.TaskID][0]; st.Status != protocol.StatusCompleted {
 		t.Errorf("after it ran the step is %q", st.Status)
 	}
 }
@@ -154,18 +155,18 @@ func wantOneCompletedStep(t *testing.T, s *fakeStore, task *protocol.Task) {
 // A step that ends before the mark's delay, having done nothing that
 // outlasts it, is written once: by its save.
 func TestAQuickStepWithNoLastingEffectIsWrittenOnlyByItsSave(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var seen protocol.StepStatus
 	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
-		seen = s.lastStepStatus()
+		seen = s.LastStepStatus()
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
 	}, time.Hour)
 	task := mustCreateTask(t, a)
 	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if seen != "" || s.starts != 0 {
-		t.Errorf("while its handler ran the step was stored as %q (%d marks); want it unwritten", seen, s.starts)
+	if seen != "" || s.Starts != 0 {
+		t.Errorf("while its handler ran the step was stored as %q (%d marks); want it unwritten", seen, s.Starts)
 	}
 	wantOneCompletedStep(t, s, task)
 }
@@ -173,10 +174,10 @@ func TestAQuickStepWithNoLastingEffectIsWrittenOnlyByItsSave(t *testing.T) {
 // A step still running after the mark's delay is marked running, so that
 // a process that dies while it runs leaves it to be marked failed.
 func TestAStepIsMarkedRunningOnceItHasRunTheMarksDelay(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
 		giveUp := time.After(time.Minute)
-		for s.lastStepStatus() != protocol.StatusRunning {
+		for s.LastStepStatus() != protocol.StatusRunning {
 			select {
 			case <-giveUp:
 				return 0, errors.New("the step was not marked running within a minute")
@@ -189,8 +190,8 @@ func TestAStepIsMarkedRunningOnceItHasRunTheMarksDelay(t *testing.T) {
 	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if s.starts != 1 {
-		t.Errorf("%d running marks written, want 1", s.starts)
+	if s.Starts != 1 {
+		t.Errorf("%d running marks written, want 1", s.Starts)
 	}
 	wantOneCompletedStep(t, s, task)
 }
@@ -199,21 +200,21 @@ func TestAStepIsMarkedRunningOnceItHasRunTheMarksDelay(t *testing.T) {
 // request, announced by BeforeEffect) is done only once the step is
 // marked running, however soon the handler does it.
 func TestAStepIsMarkedRunningBeforeWhatOutlastsItsCall(t *testing.T) {
-	for name, effect := range map[string]func(ctx context.Context, s *fakeStore, c *protocol.Call) error{
-		"workspace write": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+	for name, effect := range map[string]func(ctx context.Context, s *protocoltest.Store, c *protocol.Call) error{
+		"workspace write": func(ctx context.Context, s *protocoltest.Store, c *protocol.Call) error {
 			return c.WorkspaceWrite(ctx, "a.txt", []byte("x"))
 		},
-		"workspace delete": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+		"workspace delete": func(ctx context.Context, s *protocoltest.Store, c *protocol.Call) error {
 			return c.WorkspaceDelete(ctx, "a.txt")
 		},
-		"outbound request": func(ctx context.Context, s *fakeStore, c *protocol.Call) error { return c.BeforeEffect(ctx) },
-		"artifact fetch": func(ctx context.Context, s *fakeStore, c *protocol.Call) error {
+		"outbound request": func(ctx context.Context, s *protocoltest.Store, c *protocol.Call) error { return c.BeforeEffect(ctx) },
+		"artifact fetch": func(ctx context.Context, s *protocoltest.Store, c *protocol.Call) error {
 			id, err := c.CreateArtifact(ctx, protocol.ArtifactSpec{URI: "https://example.com/a.txt"}, nil)
 			if err != nil {
 				return err
 			}
 			_, err = c.FetchArtifact(ctx, id, "a.txt", func(context.Context, string) ([]byte, error) {
-				if st := s.lastStepStatus(); st != protocol.StatusRunning {
+				if st := s.LastStepStatus(); st != protocol.StatusRunning {
 					return nil, fmt.Errorf("fetched while the step was stored as %q", st)
 				}
 				return []byte("x"), nil
@@ -222,22 +223,22 @@ func TestAStepIsMarkedRunningBeforeWhatOutlastsItsCall(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
+			s := protocoltest.NewStore()
 			var before, after protocol.StepStatus
 			a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
-				before = s.lastStepStatus()
+				before = s.LastStepStatus()
 				if err := effect(ctx, s, call); err != nil && protocol.ErrorCode(err) != protocol.ENOTFOUND {
 					return 0, err
 				}
-				after = s.lastStepStatus()
+				after = s.LastStepStatus()
 				return 0, call.SetResult([]byte(`{"output":"ok"}`))
 			}, time.Hour)
 			task := mustCreateTask(t, a)
 			if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 				t.Fatal(err)
 			}
-			if before != "" || after != protocol.StatusRunning || s.starts != 1 {
-				t.Errorf("the step was stored as %q before the %s and %q after (%d marks); want unwritten, then running, once", before, name, after, s.starts)
+			if before != "" || after != protocol.StatusRunning || s.Starts != 1 {
+				t.Errorf("the step was stored as %q before the %s and %q after (%d marks); want unwritten, then running, once", before, name, after, s.Starts)
 			}
 			wantOneCompletedStep(t, s, task)
 		})
@@ -248,18 +249,18 @@ func TestAStepIsMarkedRunningBeforeWhatOutlastsItsCall(t *testing.T) {
 // step the store does not know runs. The next effect tries the mark
 // again.
 func TestAnEffectWhoseRunningMarkFailsIsRefusedAndTheNextTriesAgain(t *testing.T) {
-	s := newFakeStore()
-	s.failStart = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
+	s := protocoltest.NewStore()
+	s.FailStart = protocol.Errorf(protocol.EINSUFFICIENT, "the disk is full")
 	var refused, second error
 	var files int
 	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
 		refused = call.WorkspaceWrite(ctx, "a.txt", []byte("x"))
-		s.mu.Lock()
-		for _, f := range s.files {
+		s.Mu.Lock()
+		for _, f := range s.Files {
 			files += len(f)
 		}
-		s.failStart = nil // the disk has room again
-		s.mu.Unlock()
+		s.FailStart = nil // the disk has room again
+		s.Mu.Unlock()
 		second = call.WorkspaceWrite(ctx, "b.txt", []byte("y"))
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
 	}, time.Hour)
@@ -271,8 +272,8 @@ func TestAnEffectWhoseRunningMarkFailsIsRefusedAndTheNextTriesAgain(t *testing.T
 	if files != 0 {
 		t.Errorf("the refused write left %d files in the workspace", files)
 	}
-	if second != nil || s.starts != 1 || len(s.files[task.TaskID]) != 1 {
-		t.Errorf("the next write, once the mark could be written: %v, %d marks, %d files; want it done after one mark", second, s.starts, len(s.files[task.TaskID]))
+	if second != nil || s.Starts != 1 || len(s.Files[task.TaskID]) != 1 {
+		t.Errorf("the next write, once the mark could be written: %v, %d marks, %d files; want it done after one mark", second, s.Starts, len(s.Files[task.TaskID]))
 	}
 	wantOneCompletedStep(t, s, task)
 }
@@ -280,25 +281,25 @@ func TestAnEffectWhoseRunningMarkFailsIsRefusedAndTheNextTriesAgain(t *testing.T
 // A planned step is marked running, its claim on the planned row, before
 // its handler runs, whatever the delay.
 func TestAPlannedStepIsMarkedRunningBeforeItsHandlerRuns(t *testing.T) {
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	var seen protocol.StepStatus
 	a := markingAgent(s, func(ctx context.Context, call *protocol.Call) (int32, error) {
-		seen = s.lastStepStatus()
+		seen = s.LastStepStatus()
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
-	}, time.Hour, map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{"steps":[{"name":"planned"}]}`)})
+	}, time.Hour, map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: setResult(`{"steps":[{"name":"planned"}]}`)})
 	task := mustCreateTask(t, a)
 	if _, err := a.ExecuteStep(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if seen != protocol.StatusRunning || s.starts != 1 {
-		t.Errorf("while its handler ran the planned step was stored as %q (%d marks), want running", seen, s.starts)
+	if seen != protocol.StatusRunning || s.Starts != 1 {
+		t.Errorf("while its handler ran the planned step was stored as %q (%d marks), want running", seen, s.Starts)
 	}
 	wantOneCompletedStep(t, s, task)
 }
 
 func TestStepsAClientPlansRunFirstThenThoseOfTheTaskHandler(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{
 		protocol.HandlerTask: setResult(`{"steps":[{"name":"from the handler"}]}`),
 		protocol.HandlerStep: setResult(`{"output":"ok"}`),
 	})
@@ -341,8 +342,8 @@ func TestTaskMetadataAndPlannedStepsAreCheckedBeforeAnythingRuns(t *testing.T) {
 		"a step's input not an object": `{"steps":[{"name":"a","additional_input":[1]}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerTask: setResult(`{}`), protocol.HandlerStep: setResult(`{}`)})
+			s := protocoltest.NewStore()
+			p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerTask: setResult(`{}`), protocol.HandlerStep: setResult(`{}`)})
 			a := newAgent(t, s, p, protocol.DefaultLimits)
 			var req protocol.TaskRequestBody
 			if err := json.Unmarshal([]byte(body), &req); err != nil {
@@ -350,22 +351,22 @@ func TestTaskMetadataAndPlannedStepsAreCheckedBeforeAnythingRuns(t *testing.T) {
 			}
 			_, err := a.CreateTask(context.Background(), req)
 			wantCode(t, name, err, protocol.EUNPROCESSABLE)
-			if runs, _ := p.stats(); runs != 0 || len(s.tasks) != 0 {
-				t.Errorf("%d handler runs, %d tasks for a refused body", runs, len(s.tasks))
+			if runs, _ := p.Stats(); runs != 0 || len(s.Tasks) != 0 {
+				t.Errorf("%d handler runs, %d tasks for a refused body", runs, len(s.Tasks))
 			}
 		})
 	}
 	// A description may hold line breaks and tabs.
-	s := newFakeStore()
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
 	if _, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{Description: str("line 1\nline 2\tx")}); err != nil {
 		t.Errorf("a description of two lines: %v", err)
 	}
 }
 
 func TestAPatchChangesOnlyTheMetadataItNames(t *testing.T) {
-	s := newFakeStore()
-	a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
 	task, err := a.CreateTask(context.Background(), protocol.TaskRequestBody{Input: str("in"), Title: str("t"), Description: str("d"), Version: str("1")})
 	if err != nil {
 		t.Fatal(err)
@@ -407,8 +408,8 @@ func (o *observed) HandlerDone(agent string, h protocol.Handler, d time.Duration
 }
 
 func TestTheObserverIsToldOfEveryHandlerCallAndWhyItFailed(t *testing.T) {
-	s := newFakeStore()
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	s := protocoltest.NewStore()
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		var in struct {
 			Step struct{ Input string } `json:"step"`
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // A plugin's failure, whichever way it fails and in whichever handler, is
@@ -32,7 +33,7 @@ func TestEveryWayAHandlerFailsIsAPluginFailureWithItsCause(t *testing.T) {
 	}
 	// setAnyResult sets result and ends well, as a plugin that pays no
 	// heed to set_result's error does: the host refuses the result.
-	setAnyResult := func(result string) fakeHandler {
+	setAnyResult := func(result string) protocoltest.Handler {
 		return func(ctx context.Context, call *protocol.Call) (int32, error) {
 			call.SetResult([]byte(result))
 			return 0, nil
@@ -44,7 +45,7 @@ func TestEveryWayAHandlerFailsIsAPluginFailureWithItsCause(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		handler protocol.Handler
-		fail    fakeHandler
+		fail    protocoltest.Handler
 		// limits changes the default limits.
 		limits func(*protocol.Limits)
 		cause  string
@@ -74,15 +75,15 @@ func TestEveryWayAHandlerFailsIsAPluginFailureWithItsCause(t *testing.T) {
 		"a download's timeout": {handler: protocol.HandlerDownload, fail: timeout, cause: protocol.CauseTimeout, code: protocol.ETIMEOUT, message: "download handler failed: the plugin ran past"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
+			s := protocoltest.NewStore()
 			// The step handler, unless it is the one failing, makes an
 			// artifact to download.
-			handlers := map[protocol.Handler]fakeHandler{protocol.HandlerStep: createArtifact, tc.handler: tc.fail}
+			handlers := map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: createArtifact, tc.handler: tc.fail}
 			limits := protocol.DefaultLimits
 			if tc.limits != nil {
 				tc.limits(&limits)
 			}
-			a := newAgent(t, s, newFakePlugin(handlers), limits)
+			a := newAgent(t, s, protocoltest.NewPlugin(handlers), limits)
 			var err error
 			var task *protocol.Task
 			if tc.handler != protocol.HandlerTask {
@@ -138,8 +139,8 @@ func TestWhatIsNotThePluginsDoingIsNoPluginFailure(t *testing.T) {
 		"an EPLUGIN *Error": protocol.Errorf(protocol.EPLUGIN, "made up"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newFakeStore()
-			a := newAgent(t, s, newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(context.Context, *protocol.Call) (int32, error) {
+			s := protocoltest.NewStore()
+			a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(context.Context, *protocol.Call) (int32, error) {
 				return 0, fail
 			}}), protocol.DefaultLimits)
 			task := mustCreateTask(t, a)
@@ -147,7 +148,7 @@ func TestWhatIsNotThePluginsDoingIsNoPluginFailure(t *testing.T) {
 			if f, ok := errors.AsType[*protocol.PluginFailure](err); ok || !errors.Is(err, fail) {
 				t.Errorf("ExecuteStep: %v (a plugin failure: %v); want %v as it is", err, f, fail)
 			}
-			if n := len(s.steps[task.TaskID]); n != 0 {
+			if n := len(s.Steps[task.TaskID]); n != 0 {
 				t.Errorf("%d steps recorded for a step whose failure was not the plugin's", n)
 			}
 		})
@@ -157,8 +158,8 @@ func TestWhatIsNotThePluginsDoingIsNoPluginFailure(t *testing.T) {
 // A tried call's failure is the plugin's failure, with its cause, as an
 // agent's is.
 func TestATriedFailureIsAPluginFailureWithItsCause(t *testing.T) {
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: setResult(`{"error":"boom"}`)})
-	tried, err := protocol.TryHandler(context.Background(), newFakeStore(), &protocol.Build{Plugin: p, Limits: protocol.DefaultLimits},
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{"error":"boom"}`)})
+	tried, err := protocol.TryHandler(context.Background(), protocoltest.NewStore(), &protocol.Build{Plugin: p, Limits: protocol.DefaultLimits},
 		protocol.Try{Handler: protocol.HandlerStep, Task: tryTask()})
 	if err != nil {
 		t.Fatal(err)

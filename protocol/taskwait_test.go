@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 )
 
 // Steps and uploads of one task wait for its lock before any instance
@@ -19,14 +20,14 @@ func TestRequestsWaitingForOneTaskAreBoundedAndTheRestRefused(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var stalled atomic.Bool
-	p := newFakePlugin(map[protocol.Handler]fakeHandler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
+	p := protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: func(ctx context.Context, call *protocol.Call) (int32, error) {
 		if stalled.CompareAndSwap(false, true) { // the first step stalls
 			entered <- struct{}{}
 			<-release
 		}
 		return 0, call.SetResult([]byte(`{"output":"ok"}`))
 	}})
-	s := newFakeStore()
+	s := protocoltest.NewStore()
 	a := newAgent(t, s, p, protocol.DefaultLimits)
 	waiting := make(chan string, 2*protocol.MaxTaskWaiters)
 	protocol.OnLockWait(a, func(taskID string) { waiting <- taskID })
@@ -94,11 +95,11 @@ func TestRequestsWaitingForOneTaskAreBoundedAndTheRestRefused(t *testing.T) {
 			t.Errorf("a step that waited its turn: %v", err)
 		}
 	}
-	if n := len(s.steps[busy.TaskID]); n != 1+protocol.MaxTaskWaiters {
+	if n := len(s.Steps[busy.TaskID]); n != 1+protocol.MaxTaskWaiters {
 		t.Errorf("the busy task holds %d steps, want %d: refused requests record nothing", n, 1+protocol.MaxTaskWaiters)
 	}
-	if len(s.staged) != 0 || len(s.tasks[busy.TaskID].Artifacts) != 0 {
-		t.Errorf("a refused upload left %d staged files, %d artifacts", len(s.staged), len(s.tasks[busy.TaskID].Artifacts))
+	if len(s.Staged) != 0 || len(s.Tasks[busy.TaskID].Artifacts) != 0 {
+		t.Errorf("a refused upload left %d staged files, %d artifacts", len(s.Staged), len(s.Tasks[busy.TaskID].Artifacts))
 	}
 	// Once the task is free, it takes requests again.
 	if _, err := a.ExecuteStep(ctx, busy.TaskID, protocol.StepRequestBody{}); err != nil {

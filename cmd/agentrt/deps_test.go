@@ -24,6 +24,10 @@ var allowedImports = map[string][]string{
 	"protocol/httpapi": {"protocol", "github.com/julienschmidt/httprouter"},
 	// The plugin wire format: the domain's messages as the ABI's.
 	"protocol/wire": {"protocol", "plugins/abi"},
+	// Fakes of what the domain reaches through its interfaces (a store, a
+	// plugin), for the tests of the domain and its front ends, as
+	// net/http/httptest is: real JSON through the wire format, no SQLite.
+	"protocol/protocoltest": {"protocol", "protocol/wire"},
 	// Random text for the tests of the domain's and the wire's JSON.
 	"protocol/internal/jsontext": {},
 	// A client of any Agent Protocol server, and the conformance checks

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 	"github.com/agentrt/agentrt/protocol/wire"
-	"github.com/agentrt/agentrt/storage"
 )
 
 // failingStep is a plugin whose step handler fails with failure.
@@ -36,12 +36,7 @@ func TestAPluginFailureIsAnsweredWithItsStatusAndRecordedOnItsStep(t *testing.T)
 		{protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of 1s"), http.StatusGatewayTimeout, "plugin_timeout"},
 	} {
 		t.Run(tc.failure.Cause, func(t *testing.T) {
-			st, err := storage.Open(context.Background(), t.TempDir(), storage.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			a := protocol.NewAgent(st.Agent("a"), &protocol.Build{Plugin: failingStep{tc.failure}, Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "a"})
+			a := protocol.NewAgent(protocoltest.NewStore(), &protocol.Build{Plugin: failingStep{tc.failure}, Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "a"})
 			srv := NewServer(agentsOf{a}, ServerConfig{})
 			var task struct {
 				TaskID string `json:"task_id"`

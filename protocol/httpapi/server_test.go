@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/protocol/protocoltest"
 	"github.com/agentrt/agentrt/protocol/wire"
-	"github.com/agentrt/agentrt/storage"
 )
 
 // noHandlers is a plugin that defines no handler: tasks are created, steps
@@ -56,17 +56,12 @@ func (as agentsOf) Info(ctx context.Context, name string) (*AgentInfo, error) {
 // as the default.
 func newTestServer(t *testing.T, cfg ServerConfig, names ...string) *Server {
 	t.Helper()
-	s, err := storage.Open(context.Background(), t.TempDir(), storage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	if len(names) == 0 {
 		names = []string{"echo"}
 	}
 	var agents agentsOf
 	for _, name := range names {
-		agents = append(agents, protocol.NewAgent(s.Agent(name), &protocol.Build{Plugin: noHandlers{}, Limits: protocol.DefaultLimits},
+		agents = append(agents, protocol.NewAgent(protocoltest.NewStore(), &protocol.Build{Plugin: noHandlers{}, Limits: protocol.DefaultLimits},
 			protocol.AgentConfig{Name: name}))
 	}
 	return NewServer(agents, cfg)
@@ -119,12 +114,7 @@ func TestEachAgentIsServedUnderItsNameAndTheDefaultAtTheRoot(t *testing.T) {
 
 // An agent whose plugin was removed answers 409 to new work.
 func TestAGoneAgentAnswersConflict(t *testing.T) {
-	st, err := storage.Open(context.Background(), t.TempDir(), storage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := protocol.NewAgent(st.Agent("gone"), &protocol.Build{Plugin: noHandlers{}, Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "gone"})
+	a := protocol.NewAgent(protocoltest.NewStore(), &protocol.Build{Plugin: noHandlers{}, Limits: protocol.DefaultLimits}, protocol.AgentConfig{Name: "gone"})
 	srv := NewServer(agentsOf{a}, ServerConfig{})
 	w := serveRequest(srv, "POST", "/agents/gone/ap/v1/agent/tasks", `{}`)
 	var task struct {
