@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentrt/agentrt/plugins/abi"
-	"github.com/agentrt/agentrt/protocol"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 )
 
 // fakeHost is a Host in memory, with the real one's errors.
@@ -178,15 +178,7 @@ const memSize = 65536
 
 func newGuest(t *testing.T, host Host, cfg Config, opts ...Option) *guest {
 	t.Helper()
-	wat := filepath.Join("..", "testdata", "wat", "trampoline.wat")
-	out := filepath.Join(t.TempDir(), "trampoline.wasm")
-	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		t.Fatal("wat2wasm is not installed; run scripts/toolchains.sh wabt")
-	}
-	if b, err := exec.Command("wat2wasm", wat, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
-	code, err := os.ReadFile(out)
+	code, err := os.ReadFile(runtimetest.Fixture(t, "trampoline"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
@@ -272,15 +273,7 @@ func FuzzLazyTable(f *testing.F) {
 // a module over the plugins `make plugins` builds (or those in
 // $AGENTRT_PLUGINS): each, in every language, gets a lazy table.
 func TestEveryExamplePluginFillsItsTableAsItIsUsed(t *testing.T) {
-	dir := os.Getenv("AGENTRT_PLUGINS")
-	if dir == "" {
-		dir = filepath.Join("..", "build", "plugins")
-	}
-	plugins, _ := filepath.Glob(filepath.Join(dir, "*.wasm"))
-	if len(plugins) == 0 {
-		t.Skipf("no plugins in %s; run make plugins", dir)
-	}
-	for _, path := range plugins {
+	for _, path := range runtimetest.Plugins(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			code, err := os.ReadFile(path)
 			if err != nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -783,16 +783,8 @@ func TestPrepareModuleAcceptsEveryEncodingItWalks(t *testing.T) {
 // pass, wazero compiles what comes back, and only the table section may
 // differ.
 func TestPrepareModuleAcceptsRealPlugins(t *testing.T) {
-	dir := os.Getenv("AGENTRT_PLUGINS")
-	if dir == "" {
-		dir = filepath.Join("..", "build", "plugins")
-	}
-	plugins, _ := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	t.Run("plugins", func(t *testing.T) {
-		if len(plugins) == 0 {
-			t.Skipf("no plugins in %s; run make plugins", dir)
-		}
-		for _, path := range plugins {
+		for _, path := range runtimetest.Plugins(t) {
 			t.Run(filepath.Base(path), func(t *testing.T) {
 				t.Parallel()
 				checkRealModule(t, path)
@@ -800,21 +792,14 @@ func TestPrepareModuleAcceptsRealPlugins(t *testing.T) {
 		}
 	})
 	t.Run("wat", func(t *testing.T) {
-		if _, err := os.Stat("/usr/bin/wat2wasm"); err != nil {
-			t.Skip("no /usr/bin/wat2wasm")
-		}
 		// The fixtures prepareModule is there to refuse.
 		refused := map[string]string{
 			"table_min.wat": "declares tables of 4000000000 entries in all; a plugin's tables may hold at most 100000 entries",
 		}
-		sources, _ := filepath.Glob(filepath.Join("..", "testdata", "wat", "*.wat"))
-		for _, src := range sources {
+		for _, src := range runtimetest.Fixtures(t) {
 			t.Run(filepath.Base(src), func(t *testing.T) {
 				t.Parallel()
-				out := filepath.Join(t.TempDir(), "m.wasm")
-				if b, err := exec.Command("/usr/bin/wat2wasm", src, "-o", out).CombinedOutput(); err != nil {
-					t.Fatalf("wat2wasm: %v\n%s", err, b)
-				}
+				out := runtimetest.AssembleFile(t, src)
 				if want, ok := refused[filepath.Base(src)]; ok {
 					code, err := os.ReadFile(out)
 					if err != nil {

@@ -8,34 +8,17 @@ import (
 	"encoding/binary"
 	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 	"github.com/tetratelabs/wazero"
 )
 
-// watModule assembles a module in the text format with wat2wasm (from
-// wabt, installed by scripts/toolchains.sh).
-func watModule(t testing.TB, src string) []byte {
-	t.Helper()
-	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		t.Fatal("wat2wasm is not installed; run scripts/toolchains.sh wabt")
-	}
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	os.WriteFile(in, []byte(src), 0o644)
-	if b, err := exec.Command("wat2wasm", in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
-	code, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code
-}
+// watModule assembles a module in the text format.
+func watModule(t testing.TB, src string) []byte { return runtimetest.Assemble(t, src) }
 
 // instanceState is an instance's memory and its exported globals.
 type instanceState struct {

@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/agentrt/agentrt/bench/internal/echostep"
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 )
 
 // The tool counts each loop's turns in one call, no more (not the warm-up
 // call's) and no fewer, and names the function each is in.
 func TestEachLoopsTurnsInOneCallAreCounted(t *testing.T) {
-	wasm := filepath.Join(t.TempDir(), "nested.wasm")
-	if out, err := exec.Command("wat2wasm", filepath.Join("testdata", "nested.wat"), "-o", wasm).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, out)
-	}
+	wasm := runtimetest.AssembleFile(t, filepath.Join("testdata", "nested.wat"))
 	c, err := countStep(context.Background(), wasm, echostep.Input)
 	if err != nil {
 		t.Fatal(err)

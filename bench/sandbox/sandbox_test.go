@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,27 +21,12 @@ import (
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/runtime"
 	"github.com/agentrt/agentrt/runtime/plugin"
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 )
 
-func pluginPath(b *testing.B, name string) string {
-	dir := os.Getenv("AGENTRT_PLUGINS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "build", "plugins")
-	}
-	p := filepath.Join(dir, name+".wasm")
-	if _, err := os.Stat(p); err != nil {
-		b.Fatalf("%s is missing; run make plugins", p)
-	}
-	return p
-}
+func pluginPath(b *testing.B, name string) string { return runtimetest.Plugin(b, name) }
 
-func watPath(b *testing.B, name string) string {
-	out := filepath.Join(b.TempDir(), name+".wasm")
-	if o, err := exec.Command("wat2wasm", filepath.Join("..", "..", "testdata", "wat", name+".wat"), "-o", out).CombinedOutput(); err != nil {
-		b.Fatalf("wat2wasm: %v\n%s", err, o)
-	}
-	return out
-}
+func watPath(b *testing.B, name string) string { return runtimetest.Fixture(b, name) }
 
 // The deadline checks a plugin may be loaded with (see the package
 // comment).

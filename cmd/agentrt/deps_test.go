@@ -28,6 +28,9 @@ var allowedImports = map[string][]string{
 	// plugin), for the tests of the domain and its front ends, as
 	// net/http/httptest is: real JSON through the wire format, no SQLite.
 	"protocol/protocoltest": {"protocol", "protocol/wire"},
+	// What tests load: modules assembled from the text format (wat2wasm)
+	// and the plugins "make plugins" built. Nothing of the module.
+	"runtime/runtimetest": {},
 	// Random text for the tests of the domain's and the wire's JSON.
 	"protocol/internal/jsontext": {},
 	// A client of any Agent Protocol server, and the conformance checks

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 )
 
 // repoRoot is the repository's top directory.
@@ -78,15 +79,7 @@ func examplePlugin(t testing.TB, name string) string {
 	if lang == "go" {
 		return goPlugin(t, "examples/"+example+"/go")
 	}
-	dir := os.Getenv("AGENTRT_PLUGINS")
-	if dir == "" {
-		dir = filepath.Join(repoRoot, "build", "plugins")
-	}
-	path := filepath.Join(dir, name+".wasm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("plugin %s is missing; run \"make plugins\" (it builds every example in every language)", path)
-	}
-	return path
+	return runtimetest.Plugin(t, name)
 }
 
 // goPlugin builds the Go plugin whose main package is at dir (relative to
@@ -139,16 +132,7 @@ func tinygoPlugin(t testing.TB, dir string) string {
 // installed by scripts/toolchains.sh).
 func watPlugin(t testing.TB, name string) string {
 	t.Helper()
-	return once(t, "wat:"+name+".wasm", func(out string) error {
-		if _, err := exec.LookPath("wat2wasm"); err != nil {
-			return fmt.Errorf("wat2wasm is not installed; run scripts/toolchains.sh wabt")
-		}
-		src := filepath.Join(repoRoot, "testdata", "wat", name+".wat")
-		if b, err := exec.Command("wat2wasm", src, "-o", out).CombinedOutput(); err != nil {
-			return fmt.Errorf("%v\n%s", err, b)
-		}
-		return nil
-	})
+	return runtimetest.Fixture(t, name)
 }
 
 // agentrtBinary builds the agentrt command once.

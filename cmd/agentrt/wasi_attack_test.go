@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/agentrt/agentrt/runtime/runtimetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,25 +215,7 @@ func refusedAtLoad(t *testing.T, plugin string) (string, time.Duration) {
 }
 
 // assemble is the module wat2wasm makes of the text src.
-func assemble(t *testing.T, src string) []byte {
-	t.Helper()
-	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		t.Skip("wat2wasm is not installed; run scripts/toolchains.sh wabt")
-	}
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.Command("wat2wasm", in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
-	code, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code
-}
+func assemble(t *testing.T, src string) []byte { return runtimetest.Assemble(t, src) }
 
 // withNames is code with a "name" section of the given subsections
 // appended (a custom section may come last).
