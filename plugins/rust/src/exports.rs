@@ -12,6 +12,19 @@ use crate::error::Error;
 use crate::host;
 use crate::json::{self, Value};
 
+/// The handlers of a plugin, as [`export_agent!`](crate::export_agent!)
+/// defines them: each runs the handler on the call in progress. The test
+/// harness ([`testing`](crate::testing), behind the kit's `testing`
+/// feature) runs them; the type is here so that a plugin built natively
+/// without the harness still compiles.
+#[derive(Clone, Copy)]
+pub struct Handlers {
+    pub step: fn() -> i32,
+    pub task: Option<fn() -> i32>,
+    pub artifact: Option<fn() -> i32>,
+    pub download: Option<fn() -> i32>,
+}
+
 /// `agentrt_handlers`: the bit set of the handlers the plugin defines (the
 /// step handler always is).
 pub fn handlers(task: bool, artifact: bool, download: bool) -> i32 {

@@ -111,8 +111,35 @@ pub mod http;
 pub mod json;
 pub mod workspace;
 
-#[cfg(not(target_arch = "wasm32"))]
+/// The test harness, for a plugin's tests: the kit's `testing` feature,
+/// which a plugin enables in its `[dev-dependencies]` only, so that no
+/// build of the plugin itself carries it (plugins/README.md).
+#[cfg(all(not(target_arch = "wasm32"), any(test, feature = "testing")))]
 pub mod testing;
+
+/// Makes a [`testing::Host`] running the handlers the crate gave
+/// [`export_agent!`](crate::export_agent!). Use it in the tests of the
+/// crate that invokes `export_agent!`, with the kit's `testing` feature
+/// in `[dev-dependencies]`.
+#[cfg(any(test, feature = "testing"))]
+#[macro_export]
+macro_rules! test_host {
+    () => {
+        $crate::testing::Host::new(crate::__agentrt_handlers())
+    };
+}
+
+/// Without the kit's `testing` feature there is no harness: say how to
+/// have it.
+#[cfg(not(any(test, feature = "testing")))]
+#[macro_export]
+macro_rules! test_host {
+    () => {
+        compile_error!(
+            "agentrt::test_host! needs the kit's test harness: add to Cargo.toml\n[dev-dependencies]\nagentrt = { path = \"…the kit…\", features = [\"testing\"] }"
+        )
+    };
+}
 
 #[cfg(test)]
 mod golden_tests;
@@ -187,8 +214,8 @@ macro_rules! export_agent {
         /// in the crate's tests.
         #[cfg(not(target_arch = "wasm32"))]
         #[doc(hidden)]
-        pub fn __agentrt_handlers() -> $crate::testing::Handlers {
-            $crate::testing::Handlers {
+        pub fn __agentrt_handlers() -> $crate::exports::Handlers {
+            $crate::exports::Handlers {
                 step: || $crate::exports::on_step($s),
                 task: $crate::export_agent!(@handler on_task $t),
                 artifact: $crate::export_agent!(@handler on_artifact $a),

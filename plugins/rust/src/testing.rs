@@ -55,17 +55,9 @@ mod http;
 use crate::json::{self, Value};
 use crate::log::Level;
 use http::HttpSetup;
-pub use http::{Reply, SentRequest};
+pub use crate::host::fake::{Reply, SentRequest};
 
-/// The handlers of a plugin, as [`export_agent!`](crate::export_agent!)
-/// defines them: each runs the handler on the call in progress.
-#[derive(Clone, Copy)]
-pub struct Handlers {
-    pub step: fn() -> i32,
-    pub task: Option<fn() -> i32>,
-    pub artifact: Option<fn() -> i32>,
-    pub download: Option<fn() -> i32>,
-}
+pub use crate::exports::Handlers;
 
 #[cfg(test)]
 impl Handlers {
@@ -80,15 +72,6 @@ impl Handlers {
     }
 }
 
-/// Makes a [`Host`] running the handlers the crate gave
-/// [`export_agent!`](crate::export_agent!). Use it in the crate that
-/// invokes `export_agent!`.
-#[macro_export]
-macro_rules! test_host {
-    () => {
-        $crate::testing::Host::new(crate::__agentrt_handlers())
-    };
-}
 
 /// An in-memory agentrt host for one agent's tasks.
 pub struct Host {

@@ -43,10 +43,22 @@ pub(crate) struct State {
     pub http: Option<Rc<http::Setup>>,
     /// The last response's message and body.
     pub http_response: Option<(Vec<u8>, Vec<u8>)>,
+    /// The outbound requests of the call, each redirect followed counted.
+    pub http_requests: usize,
 }
 
+mod destination;
 mod http;
-pub(crate) use http::Setup;
+mod ijson;
+mod scrub;
+pub use http::{Reply, SentRequest};
+// What the test harness (the kit's "testing" feature) sets up with.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use {
+    destination::parse_destination,
+    http::{Secret, Setup, MAX_REQUESTS},
+    scrub::check_secret,
+};
 
 /// Whether the input message is the download handler's.
 fn is_download(input: &[u8]) -> bool {
@@ -239,7 +251,12 @@ pub unsafe fn host_input(buf: *mut u8, cap: i32) -> i32 {
 
 pub unsafe fn host_set_result(ptr: *const u8, len: i32) -> i32 {
     call(|s| {
-        s.result = Some(bytes(ptr, len).to_vec());
+        let result = bytes(ptr, len);
+        // As the host: a result every client reads alike, or none.
+        if let Some(why) = ijson::check(result) {
+            return fail(s, abi::ERR_INVALID, &format!("set_result: {}", why));
+        }
+        s.result = Some(result.to_vec());
         0
     })
 }
@@ -270,6 +287,13 @@ pub unsafe fn host_artifact_create(
             Ok(m) => m.to_string(),
             Err(code) => return code,
         };
+        if let Some(why) = ijson::check(meta.as_bytes()) {
+            return fail(
+                s,
+                abi::ERR_INVALID,
+                &format!("artifact_create: meta is not a JSON object of file_name, relative_path, workspace_path and uri: {}", why),
+            );
+        }
         let parsed = match json::parse(&meta) {
             Ok(v) if v.is_object() => v,
             _ => {
@@ -521,6 +545,21 @@ fn outbound<T>(
     }
 }
 
+/// Counts one more outbound request of the call (a redirect followed is
+/// one), or refuses it past the call's limit, as the host does.
+fn count_request(max: usize) -> Result<(), (i32, String)> {
+    with(|s| {
+        if s.http_requests >= max {
+            return Err((
+                abi::ERR_LIMIT,
+                format!("a handler call may make at most {} outbound requests", max),
+            ));
+        }
+        s.http_requests += 1;
+        Ok(())
+    })
+}
+
 pub unsafe fn host_http_request(
     req: *const u8,
     req_len: i32,
@@ -541,7 +580,7 @@ pub unsafe fn host_http_request(
                     "the request message is not valid JSON".to_string(),
                 )
             })?;
-            let (meta, body) = http::send(setup.as_deref(), &message, body)?;
+            let (meta, body) = http::send(setup.as_deref(), &message, body, &mut count_request)?;
             with(|s| s.http_response = Some((meta, body)));
             Ok(0)
         },
@@ -612,7 +651,7 @@ pub unsafe fn host_artifact_fetch(
         },
         |(setup, uri, path)| {
             let message = Value::object().with("url", uri);
-            let (meta, body) = http::send(setup.as_deref(), &message, Vec::new())?;
+            let (meta, body) = http::send(setup.as_deref(), &message, Vec::new(), &mut count_request)?;
             let status = json::parse(&String::from_utf8_lossy(&meta))
                 .ok()
                 .and_then(|m| m["status"].as_u64())

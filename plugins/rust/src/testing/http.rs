@@ -7,89 +7,9 @@
 use std::rc::Rc;
 
 use super::Host;
-use crate::host::fake::Setup;
-use crate::json::Value;
-
-/// A request as the test's server gets it: the secrets filled in.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SentRequest {
-    pub method: String,
-    /// The absolute URL.
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl SentRequest {
-    /// The first value of the header `name` (in any case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The URL's path and query ("/v1/chat?x=1").
-    pub fn path(&self) -> &str {
-        let rest = self.url.splitn(2, "://").nth(1).unwrap_or("");
-        rest.find('/').map_or("/", |i| &rest[i..])
-    }
-
-    /// The body as JSON (`Null` when it is not).
-    pub fn json(&self) -> Value {
-        crate::json::parse(&String::from_utf8_lossy(&self.body)).unwrap_or(Value::Null)
-    }
-}
-
-/// What the test's server answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    /// An answer of `status` with no header and no body.
-    pub fn new(status: u16) -> Reply {
-        Reply {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    }
-
-    /// A 200 with `text` (text/plain).
-    pub fn text(text: &str) -> Reply {
-        Reply::new(200)
-            .header("Content-Type", "text/plain; charset=utf-8")
-            .body(text)
-    }
-
-    /// A 200 with `value` as JSON.
-    pub fn json(value: &Value) -> Reply {
-        Reply::new(200)
-            .header("Content-Type", "application/json")
-            .body(value.to_json())
-    }
-
-    /// A redirect of `status` (301, 302, 303, 307, 308) to `location`.
-    pub fn redirect(status: u16, location: &str) -> Reply {
-        Reply::new(status).header("Location", location)
-    }
-
-    /// Adds a header.
-    pub fn header(mut self, name: &str, value: &str) -> Reply {
-        self.headers.push((name.to_string(), value.to_string()));
-        self
-    }
-
-    /// Sets the body.
-    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Reply {
-        self.body = body.into();
-        self
-    }
-}
+use crate::host::fake::{
+    check_secret, parse_destination, Reply, Secret, SentRequest, Setup, MAX_REQUESTS,
+};
 
 /// What a host was told of outbound HTTP.
 #[derive(Clone, Default)]
@@ -102,10 +22,20 @@ pub(crate) struct HttpSetup {
 impl HttpSetup {
     /// The fake host's setup for a call.
     pub(crate) fn setup(&self) -> Rc<Setup> {
+        let dests = |list: &[String]| {
+            list.iter()
+                .map(|d| parse_destination(d).expect("checked by allow_http and secret"))
+                .collect()
+        };
         Rc::new(Setup {
-            allow: self.allow.clone(),
-            secrets: self.secrets.clone(),
+            allow: dests(&self.allow),
+            secrets: self
+                .secrets
+                .iter()
+                .map(|(name, value, to)| Secret::new(name, value, dests(to)))
+                .collect(),
             server: self.server.clone(),
+            max_requests: MAX_REQUESTS,
         })
     }
 }
@@ -113,15 +43,30 @@ impl HttpSetup {
 impl Host {
     /// Grants the plugin a destination, as the operator would
     /// (`https://api.example.com/v1`, `https://*.example.com`); nothing is
-    /// granted otherwise.
+    /// granted otherwise. A destination agentrt would refuse to start with
+    /// (one not in its one spelling: `HTTPS://`, a port written out that
+    /// is the scheme's) panics, saying how to write it.
     pub fn allow_http(&mut self, destination: &str) -> &mut Host {
+        if let Err(why) = parse_destination(destination) {
+            panic!("allow_http({:?}): {}", destination, why);
+        }
         self.http.allow.push(destination.to_string());
         self
     }
 
     /// Holds the secret `name` for the plugin, to be sent only to
-    /// `destinations`.
+    /// `destinations`. A secret agentrt would refuse (a name that is not
+    /// one, a value too short, or holding what a header cannot carry)
+    /// panics, as agentrt refuses to start with it.
     pub fn secret(&mut self, name: &str, value: &str, destinations: &[&str]) -> &mut Host {
+        if let Some(why) = check_secret(name, value) {
+            panic!("secret({:?}, ...): {}", name, why);
+        }
+        for d in destinations {
+            if let Err(why) = parse_destination(d) {
+                panic!("secret({:?}, ...): destination {:?}: {}", name, d, why);
+            }
+        }
         let dests = destinations.iter().map(|d| d.to_string()).collect();
         self.http
             .secrets
