@@ -24,6 +24,6 @@ import "embed"
 // A file added to one of these directories is embedded with it; a new
 // directory must be added here: TestSourceIsTheWholeKit fails until it is.
 //
-//go:embed go.mod abi/*.go go/*.go go/agenttest/*.go go/http/*.go go/internal/harness/*.go
+//go:embed go.mod abi/*.go abi/secretform/*.go go/*.go go/agenttest/*.go go/http/*.go go/internal/harness/*.go
 //go:embed rust/Cargo.toml rust/src
 var Source embed.FS

@@ -60,17 +60,20 @@ var allowedImports = map[string][]string{
 	"runtime/fleet": {"protocol", "plugins/abi", "plugins/manifest", "runtime", "runtime/plugin", "hostapi", "hostapi/egress",
 		"github.com/fsnotify/fsnotify"},
 	// Outbound HTTP under an agent's policy: it owns the network.
-	"hostapi/egress": {"plugins/abi"},
+	"hostapi/egress": {"plugins/abi", "plugins/abi/secretform"},
 	// The kit's own source, which agentrt carries for "agentrt new".
 	"plugins": {},
 	// What plugin authors import: nothing of the host.
 	"plugins/abi": {},
+	// The forms of a secret's value the host and the kit's test hosts
+	// scrub: the standard library only, and no plugin imports it.
+	"plugins/abi/secretform": {},
 	"plugins/go":  {"plugins/abi", "plugins/go/internal/harness"},
 	// Outbound HTTP shaped like net/http's client, over the kit.
 	"plugins/go/http":             {"plugins/abi", "plugins/go"},
 	"plugins/go/internal/harness": {},
 	// The kit's test harness, which plugins' tests import.
-	"plugins/go/agenttest": {"plugins/abi", "plugins/go", "plugins/go/internal/harness"},
+	"plugins/go/agenttest": {"plugins/abi", "plugins/abi/secretform", "plugins/go", "plugins/go/internal/harness"},
 	// An agent's manifest, checked against its JSON Schema (its
 	// destinations by the ABI package's syntax).
 	"plugins/manifest": {"plugins/abi", "github.com/santhosh-tekuri/jsonschema/v6"},

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/plugins/abi/secretform"
 )
 
 // An attacker who read the source holds a destination the secret is
@@ -66,7 +67,7 @@ func newLeakSetup(t *testing.T, value string) *leakSetup {
 func (s *leakSetup) wantLeakRefused(t *testing.T, err error, value, where string) {
 	t.Helper()
 	e := wantError(t, err, Refused, "holds, in "+where+", the value of a secret that is not bound to that destination")
-	for _, form := range forms(value) {
+	for _, form := range secretform.Of(value) {
 		if strings.Contains(e.Message, form) || strings.Contains(s.logs.String(), form) {
 			t.Errorf("the refusal or the log holds the secret as %q:\n%s\n%s", form, e.Message, s.logs)
 		}
@@ -180,7 +181,7 @@ func TestABodyHoldingASecretIsNotSentWhereTheSecretIsNotBound(t *testing.T) {
 		}
 		// A body that holds the value (a plugin that got it unscrubbed,
 		// in the JSON it writes).
-		body := []byte(`{"echo": "` + jsonString(value, true) + `"}`)
+		body := []byte(`{"echo": "` + secretform.JSONString(value, true) + `"}`)
 		post := func(to string) error {
 			_, err := s.client.Do(context.Background(), &Request{Method: "POST", URL: to, Body: body})
 			return err

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentrt/agentrt/plugins/abi/secretform"
 )
 
 // testSecrets are secrets made of every class of character a secret may
@@ -50,7 +52,7 @@ var textEncoders = []struct {
 		enc.Encode(s)
 		return b.String()
 	}, jsonDecode},
-	{"JSON with non-ASCII escaped", func(s string) string { return `"` + jsonASCII(s) + `"` }, jsonDecode},
+	{"JSON with non-ASCII escaped", func(s string) string { return `"` + secretform.JSONASCII(s) + `"` }, jsonDecode},
 	{"fmt %q", func(s string) string { return fmt.Sprintf("%q", s) }, strconv.Unquote},
 	{"fmt %+q", func(s string) string { return fmt.Sprintf("%+q", s) }, strconv.Unquote},
 	{"a textproto error", func(s string) string {
@@ -162,7 +164,7 @@ func TestScrubbingReplacesTheLongestFormFirst(t *testing.T) {
 
 func TestJSONWithNonASCIIEscapedIsWhatPythonWrites(t *testing.T) {
 	// json.dumps("clé🔑\"\\") in Python 3.
-	if got, want := jsonASCII("clé🔑\"\\"), `cl\u00e9\ud83d\udd11\"\\`; got != want {
+	if got, want := secretform.JSONASCII("clé🔑\"\\"), `cl\u00e9\ud83d\udd11\"\\`; got != want {
 		t.Errorf("jsonASCII = %s, want %s", got, want)
 	}
 }
@@ -227,7 +229,7 @@ func TestAnErrorGoWritesQuotingWhatAServerSentHoldsThePlaceholder(t *testing.T) 
 				t.Errorf("%s, %q: the error %v does not hold the placeholder", name, answer, err)
 				continue
 			}
-			for _, form := range forms(value) {
+			for _, form := range secretform.Of(value) {
 				if strings.Contains(e.Message, form) || strings.Contains(logs.String(), form) {
 					t.Errorf("%s: the error or the log holds the secret as %q:\n%s\n%s", name, form, e.Message, logs)
 				}

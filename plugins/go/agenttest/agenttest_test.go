@@ -125,6 +125,19 @@ func TestAFailedStepIsRecordedWithoutItsArtifacts(t *testing.T) {
 	}
 }
 
+// A result agentrt would refuse as not I-JSON fails the step here too.
+func TestAResultThatIsNotIJSONFailsTheStep(t *testing.T) {
+	for _, out := range []string{`{"k":1,"k":2}`, `{"n":1e400}`} {
+		register(t, func(*agent.Step) (agent.Result, error) {
+			return agent.Result{AdditionalOutput: json.RawMessage(out)}, nil
+		}, nil, nil)
+		task, _ := agenttest.New().CreateTask("")
+		if _, err := task.Step(""); err == nil || !strings.Contains(err.Error(), "its result is not valid") {
+			t.Errorf("additional output %s: err = %v, want the step failed", out, err)
+		}
+	}
+}
+
 func TestAResultThatIsNotAnObjectFailsTheStep(t *testing.T) {
 	register(t, func(*agent.Step) (agent.Result, error) { return agent.Result{AdditionalOutput: []int{1}}, nil }, nil, nil)
 	task, _ := agenttest.New().CreateTask("")

@@ -38,8 +38,10 @@ type call struct {
 	// nothing; downloaded is what it wrote.
 	download   bool
 	downloaded []byte
-	// resp is the last outbound response (http.go).
-	resp *sentResponse
+	// resp is the last outbound response (http.go); requests counts the
+	// call's outbound requests, each redirect followed one.
+	resp     *sentResponse
+	requests int
 }
 
 func (t *Task) call(in abi.Input, stepID string) *call {
@@ -65,6 +67,9 @@ func (c *call) run(export func() int32) int32 {
 // decode, or a code other than 0.
 func (c *call) result(code int32, res any) string {
 	if c.hasResult {
+		if why := checkResult(c.res, res); why != "" {
+			return "its result is not valid: " + why
+		}
 		if err := json.Unmarshal(c.res, res); err != nil {
 			return fmt.Sprintf("its result is not valid: %v", err)
 		}

@@ -2,7 +2,6 @@ package agenttest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,15 +12,21 @@ import (
 	"strings"
 
 	"github.com/agentrt/agentrt/plugins/abi"
+	"github.com/agentrt/agentrt/plugins/abi/secretform"
 )
 
 // Outbound HTTP in the harness: a plugin's request goes to Host.HTTP,
 // in this process, as agentrt would send it to a server: only to a
-// destination in Host.Allow, without the headers the host owns, with its
-// secret placeholders filled in for the destinations each secret is bound
-// to, its redirects followed (each hop checked, a secret's headers
-// dropped for a hop it is not bound to), and the secrets' values scrubbed
-// from the response the plugin reads.
+// destination in Host.Allow, without the headers the host owns, its
+// headers bounded as they would be sent (each secret placeholder counted
+// as the longest secret), with its secret placeholders filled in for the
+// destinations each secret is bound to, its redirects followed (each hop
+// checked and counted as a request of the call, a secret's headers
+// dropped for a hop it is not bound to, no Referer past the first),
+// refused when a hop would carry a secret's value, in any form the host
+// scrubs, where the secret is not bound, and the secrets' values scrubbed
+// from the response the plugin reads in every form the host scrubs
+// (package secretform).
 
 // Secret is a secret the host holds for the plugin.
 type Secret struct {
@@ -45,12 +50,26 @@ func (c *call) HTTPRequest(req, body []byte) int32 {
 	if err := json.Unmarshal(req, &m); err != nil {
 		return c.fail(abi.ErrInvalid, "the request message is not valid: %v", err)
 	}
-	res, code, msg := c.task.host.send(m, body)
+	res, code, msg := c.task.host.send(m, body, c.countRequest)
 	if code != 0 {
 		return c.fail(code, "%s", msg)
 	}
 	c.resp = res
 	return 0
+}
+
+// maxRequests are the outbound requests of one call agentrt allows by
+// default (--max-http-requests), each redirect followed counted.
+const maxRequests = 32
+
+// countRequest counts one more outbound request of the call, or says why
+// the host would refuse it.
+func (c *call) countRequest() (int32, string) {
+	if c.requests >= maxRequests {
+		return abi.ErrLimit, fmt.Sprintf("a handler call may make at most %d outbound requests", maxRequests)
+	}
+	c.requests++
+	return 0, ""
 }
 
 func (c *call) HTTPResponse(buf []byte) int32 {
@@ -91,7 +110,7 @@ func (c *call) ArtifactFetch(id, path []byte) int32 {
 	case !strings.HasPrefix(a.URI, "http://") && !strings.HasPrefix(a.URI, "https://"):
 		return c.fail(abi.ErrNotAllowed, "artifact %s is not an http or https URI: only those are fetched", a.ID)
 	}
-	res, code, msg := c.task.host.send(abi.HTTPRequest{URL: a.URI}, nil)
+	res, code, msg := c.task.host.send(abi.HTTPRequest{URL: a.URI}, nil, c.countRequest)
 	if code != 0 {
 		return c.fail(code, "%s", msg)
 	}
@@ -108,7 +127,7 @@ func (c *call) ArtifactFetch(id, path []byte) int32 {
 
 // send sends m as agentrt would, to h.HTTP, and returns the response, or
 // the error code and message agentrt would give the plugin.
-func (h *Host) send(m abi.HTTPRequest, body []byte) (*sentResponse, int32, string) {
+func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)) (*sentResponse, int32, string) {
 	method := m.Method
 	if method == "" {
 		method = http.MethodGet
@@ -123,15 +142,25 @@ func (h *Host) send(m abi.HTTPRequest, body []byte) (*sentResponse, int32, strin
 	if len(m.Headers) > abi.MaxHTTPHeaders {
 		return nil, abi.ErrInvalid, fmt.Sprintf("the request has %d headers, over the limit of %d", len(m.Headers), abi.MaxHTTPHeaders)
 	}
+	sent := 0
 	for _, hd := range m.Headers {
 		if why := abi.CheckRequestHeader(hd.Name, hd.Value); why != "" {
 			return nil, abi.ErrInvalid, why
 		}
-		if _, why := abi.SecretNames(hd.Value); why != "" {
+		names, why := abi.SecretNames(hd.Value)
+		if why != "" {
 			return nil, abi.ErrInvalid, "the value of " + hd.Name + ": " + why
+		}
+		n := abi.SentHeaderBytes(hd.Name, hd.Value, names)
+		if sent += n; n > abi.MaxHTTPHeaderBytes || sent > abi.MaxHTTPHeadersBytes {
+			return nil, abi.ErrInvalid, fmt.Sprintf("the request's headers are over their bounds as they would be sent (%d bytes each, %d together, each secret placeholder counted as %d bytes)",
+				abi.MaxHTTPHeaderBytes, abi.MaxHTTPHeadersBytes, abi.MaxSecretBytes)
 		}
 	}
 	for hop := 0; ; hop++ {
+		if code, why := count(); code != 0 {
+			return nil, code, why
+		}
 		if ok, err := h.allowed(target); err != nil {
 			return nil, abi.ErrInvalid, err.Error()
 		} else if !ok {
@@ -142,6 +171,9 @@ func (h *Host) send(m abi.HTTPRequest, body []byte) (*sentResponse, int32, strin
 		}
 		r := httptest.NewRequest(method, target.String(), bytes.NewReader(body))
 		for _, hd := range m.Headers {
+			if hop > 0 && strings.EqualFold(hd.Name, "Referer") {
+				continue // the host sends no Referer past the first request
+			}
 			v, err := h.expand(hd.Value, target)
 			switch {
 			case err != nil && hop == 0:
@@ -149,6 +181,9 @@ func (h *Host) send(m abi.HTTPRequest, body []byte) (*sentResponse, int32, strin
 			case err == nil:
 				r.Header.Add(hd.Name, v)
 			}
+		}
+		if where := h.carriesUnboundSecret(r, body, target); where != "" {
+			return nil, abi.ErrNotAllowed, fmt.Sprintf("the request to %s%s holds, in %s, the value of a secret that is not bound to that destination: agentrt sends a secret only where the operator bound it", target.Origin(), target.Path, where)
 		}
 		w := httptest.NewRecorder()
 		h.HTTP.ServeHTTP(w, r)
@@ -195,18 +230,52 @@ func (h *Host) expand(value string, t abi.Target) (string, error) {
 	values := map[string]string{}
 	for _, name := range names {
 		s, ok := h.Secrets[name]
-		bound := false
-		for _, dest := range s.Destinations {
-			if d, err := abi.ParseDestination(dest); err == nil && d.Allows(t) {
-				bound = true
-			}
-		}
-		if !ok || !bound {
+		if !ok || !s.bound(t) {
 			return "", fmt.Errorf("no secret %s is held for %s%s (agenttest.Host.Secrets)", name, t.Origin(), t.Path)
 		}
 		values[name] = s.Value
 	}
 	return abi.ExpandSecrets(value, func(n string) string { return values[n] }), nil
+}
+
+// carriesUnboundSecret says where r (with body) holds a form of the value
+// of a secret not bound to t, "" when it holds none: as the host checks
+// each request it sends, redirects too.
+func (h *Host) carriesUnboundSecret(r *http.Request, body []byte, t abi.Target) string {
+	raw := r.URL.String()
+	path, _ := url.PathUnescape(raw)
+	query, _ := url.QueryUnescape(raw)
+	for _, s := range h.Secrets {
+		if s.Value == "" || s.bound(t) {
+			continue
+		}
+		for _, form := range secretform.Of(s.Value) {
+			switch {
+			case strings.Contains(raw, form), strings.Contains(path, form), strings.Contains(query, form):
+				return "its URL"
+			case bytes.Contains(body, []byte(form)):
+				return "its body"
+			}
+			for name, values := range r.Header {
+				for _, v := range values {
+					if strings.Contains(name, form) || strings.Contains(v, form) {
+						return "its header " + name
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// bound reports whether s may be sent to t.
+func (s Secret) bound(t abi.Target) bool {
+	for _, dest := range s.Destinations {
+		if d, err := abi.ParseDestination(dest); err == nil && d.Allows(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // answer is a response as the plugin reads it: the secrets scrubbed.
@@ -232,20 +301,28 @@ func (h *Host) answer(status int, header http.Header, body []byte, t abi.Target)
 	return &sentResponse{meta: b, body: scrubbed}
 }
 
-// scrubber replaces each secret's value, as it is and as JSON, a URL and
-// base64 write it, with its placeholder, as agentrt does.
+// scrubber replaces each secret's value, in every form the host scrubs
+// (package secretform), with its placeholder, the longest forms first.
 func (h *Host) scrubber() *strings.Replacer {
-	var pairs []string
+	type pair struct{ form, placeholder string }
+	var pairs []pair
 	for name, s := range h.Secrets {
 		if s.Value == "" {
 			continue
 		}
-		placeholder := abi.SecretPrefix + name + abi.SecretSuffix
-		quoted, _ := json.Marshal(s.Value)
-		for _, form := range []string{s.Value, string(quoted[1 : len(quoted)-1]), url.QueryEscape(s.Value),
-			base64.StdEncoding.EncodeToString([]byte(s.Value))} {
-			pairs = append(pairs, form, placeholder)
+		for _, form := range secretform.Of(s.Value) {
+			pairs = append(pairs, pair{form, abi.SecretPrefix + name + abi.SecretSuffix})
 		}
 	}
-	return strings.NewReplacer(pairs...)
+	sort.SliceStable(pairs, func(i, j int) bool {
+		if len(pairs[i].form) != len(pairs[j].form) {
+			return len(pairs[i].form) > len(pairs[j].form)
+		}
+		return pairs[i].form < pairs[j].form
+	})
+	var args []string
+	for _, p := range pairs {
+		args = append(args, p.form, p.placeholder)
+	}
+	return strings.NewReplacer(args...)
 }
