@@ -68,7 +68,7 @@ var allowedImports = map[string][]string{
 	// The forms of a secret's value the host and the kit's test hosts
 	// scrub: the standard library only, and no plugin imports it.
 	"plugins/abi/secretform": {},
-	"plugins/go":  {"plugins/abi", "plugins/go/internal/harness"},
+	"plugins/go":             {"plugins/abi", "plugins/go/internal/harness"},
 	// Outbound HTTP shaped like net/http's client, over the kit.
 	"plugins/go/http":             {"plugins/abi", "plugins/go"},
 	"plugins/go/internal/harness": {},
