@@ -67,11 +67,8 @@ func (c *call) run(export func() int32) int32 {
 // decode, or a code other than 0.
 func (c *call) result(code int32, res any) string {
 	if c.hasResult {
-		if why := checkResult(c.res, res); why != "" {
+		if why := readResult(c.res, res); why != "" {
 			return "its result is not valid: " + why
-		}
-		if err := json.Unmarshal(c.res, res); err != nil {
-			return fmt.Sprintf("its result is not valid: %v", err)
 		}
 		var e struct{ Error string }
 		json.Unmarshal(c.res, &e)

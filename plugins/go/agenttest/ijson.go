@@ -26,6 +26,22 @@ const (
 	maxJSONNumberBytes = 400
 )
 
+// readResult decodes b, a handler's result, into v, and says why agentrt
+// would refuse it ("" when it would not): not I-JSON, not an object, or
+// naming a field of v in another case.
+func readResult(b []byte, v any) string {
+	if why := checkResult(b, v); why != "" {
+		return why
+	}
+	if b := bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
+		return "it is not a JSON object"
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 // checkResult says why agentrt would refuse b as a result decoded into
 // v, "" when it would not.
 func checkResult(b []byte, v any) string {
@@ -188,7 +204,8 @@ func namesAsWritten(doc any, t reflect.Type, at string) string {
 			for k, e := range v {
 				field, exact := fieldNamed(t, k)
 				if field != nil && !exact {
-					return fmt.Sprintf("%q%s: member names are case-sensitive; did you mean %q?", k, where(at), jsonName(*field))
+					// As agentrt says it: %+q shows how "ſteps" differs.
+					return fmt.Sprintf("%+q%s: member names are case-sensitive; did you mean %q?", k, where(at), jsonName(*field))
 				}
 				if field != nil {
 					if why := namesAsWritten(e, field.Type, strings.TrimPrefix(at+"."+k, ".")); why != "" {

@@ -1,8 +1,11 @@
 package agenttest
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentrt/agentrt/plugins/abi"
 )
 
 // A result agentrt refuses (protocol.CheckJSON and the wire format's
@@ -45,5 +48,54 @@ func TestTheHarnessTakesTheResultsAgentrtTakesAndNoOther(t *testing.T) {
 		if got := checkResult([]byte(ok), &r); got != "" {
 			t.Errorf("%s: %q, want it taken", ok, got)
 		}
+	}
+}
+
+// Every case of plugins/abi/testdata/results, which agentrt's own test
+// holds to its reading (protocol/wire), is refused here when agentrt
+// refuses it and taken when agentrt takes it; a result that fails as it is
+// decoded (a name in another case, not an object) fails in agentrt's
+// words.
+func TestTheHarnessReadsEverySharedResultCaseAsAgentrtDoes(t *testing.T) {
+	data, err := os.ReadFile("../../abi/testdata/results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.SplitN(line, "\t", 3)
+		if len(parts) != 3 {
+			t.Fatalf("a line is handler<TAB>result<TAB>answer: %q", line)
+		}
+		n++
+		handler, result, want := parts[0], parts[1], parts[2]
+		var res any
+		switch handler {
+		case abi.HandlerStep:
+			res = &abi.StepResult{}
+		case abi.HandlerTask:
+			res = &abi.TaskResult{}
+		case abi.HandlerArtifact:
+			res = &abi.ArtifactResult{}
+		case abi.HandlerDownload:
+			res = &abi.DownloadResult{}
+		default:
+			t.Fatalf("handler %q", handler)
+		}
+		got := readResult([]byte(result), res)
+		switch {
+		case want == "ok" && got != "":
+			t.Errorf("%s result %.80s: %q, agentrt takes it", handler, result, got)
+		case want != "ok" && got == "":
+			t.Errorf("%s result %.80s: taken, agentrt says %q", handler, result, want)
+		case strings.HasPrefix(want, "invalid: ") && got != strings.TrimPrefix(want, "invalid: "):
+			t.Errorf("%s result %.80s: %q, agentrt says %q", handler, result, got, want)
+		}
+	}
+	if n < 40 {
+		t.Fatalf("%d cases", n)
 	}
 }

@@ -52,10 +52,10 @@ use crate::abi;
 use crate::host::fake::{self, State};
 
 mod http;
+pub use crate::host::fake::{Reply, SentRequest};
 use crate::json::{self, Value};
 use crate::log::Level;
 use http::HttpSetup;
-pub use crate::host::fake::{Reply, SentRequest};
 
 pub use crate::exports::Handlers;
 
@@ -71,7 +71,6 @@ impl Handlers {
         }
     }
 }
-
 
 /// An in-memory agentrt host for one agent's tasks.
 pub struct Host {
@@ -656,10 +655,17 @@ impl<'h> Task<'h> {
         let state = fake::end_call();
         self.files = state.files;
         self.host.next_id.set(state.last_id);
-        let result = state
-            .result
-            .as_ref()
-            .map(|r| json::parse(&String::from_utf8_lossy(r)));
+        // As the host decodes a result: a member named as one of its
+        // fields only in another case fails the call.
+        let handler_name = input["handler"].as_str().unwrap_or("");
+        let result =
+            state
+                .result
+                .as_ref()
+                .map(|r| match fake::check_result_names(r, handler_name) {
+                    Some(why) => Err(why),
+                    None => json::parse(&String::from_utf8_lossy(r)).map_err(|e| e.to_string()),
+                });
         let mut call = Call {
             code,
             result: Value::Null,
@@ -853,6 +859,76 @@ mod tests {
             outputs,
             vec!["first|a|x|true", "second|b|y|true", "|z|z|false"]
         );
+    }
+
+    /// A result agentrt refuses fails the step here too: one that is not
+    /// I-JSON (a name twice, a number no double holds), which the host
+    /// refuses at set_result, and one naming a field in another case,
+    /// which the host refuses as it decodes the result.
+    #[test]
+    fn a_result_agentrt_refuses_fails_the_step() {
+        fn dup() -> i32 {
+            exports::on_step(|_| {
+                let twice = Value::Object(vec![("k".into(), 1.into()), ("k".into(), 2.into())]);
+                Ok(
+                    StepResult::output("x")
+                        .with_additional_output(Value::object().with("a", twice)),
+                )
+            })
+        }
+        fn huge() -> i32 {
+            exports::on_step(|_| {
+                let n = json::parse("1e400").unwrap();
+                Ok(StepResult::output("x").with_additional_output(Value::object().with("n", n)))
+            })
+        }
+        fn upper() -> i32 {
+            crate::host::set_result(br#"{"output":"x","OUTPUT":"y"}"#).unwrap();
+            0
+        }
+        fn planned_upper() -> i32 {
+            crate::host::set_result(br#"{"steps":[{"name":"a"},{"Name":"b"}]}"#).unwrap();
+            0
+        }
+        for (step, want) in [
+            (
+                dup as fn() -> i32,
+                "set_result: duplicate member name at additional_output.a.k (byte ",
+            ),
+            (
+                huge,
+                "set_result: number out of range at additional_output.n (byte ",
+            ),
+            (
+                upper,
+                r#"its result is not valid: "OUTPUT": member names are case-sensitive; did you mean "output"?"#,
+            ),
+        ] {
+            let host = Host::new(Handlers::step_only(step));
+            let mut task = host.create_task("t").unwrap();
+            match task.step("go") {
+                Err(f) => assert!(
+                    f.message.starts_with(want),
+                    "{:?}, want {:?}",
+                    f.message,
+                    want
+                ),
+                Ok(s) => panic!("the step succeeded ({:?}), want: {}", s.output, want),
+            }
+        }
+        let host = Host::new(Handlers {
+            step: upper,
+            task: Some(planned_upper),
+            artifact: None,
+            download: None,
+        });
+        match host.create_task("t") {
+            Err(f) => assert_eq!(
+                f.message,
+                r#"its result is not valid: "Name" in steps[1]: member names are case-sensitive; did you mean "name"?"#
+            ),
+            Ok(_) => panic!("a task whose plan names a field in another case was created"),
+        }
     }
 
     #[test]

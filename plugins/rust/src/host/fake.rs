@@ -57,6 +57,7 @@ pub use http::{Reply, SentRequest};
 pub(crate) use {
     destination::parse_destination,
     http::{Secret, Setup, MAX_REQUESTS},
+    ijson::check_names as check_result_names,
     scrub::check_secret,
 };
 

@@ -250,12 +250,10 @@ impl<'a> Checker<'a> {
                     return Ok(out);
                 }
                 b'\\' => self.escape(&mut out)?,
-                c if c < 0x20 => {
-                    return Err(format!(
-                        "malformed JSON at byte {}: unescaped control character U+{:04X} in a string",
-                        self.i, c
-                    ))
-                }
+                c if c < 0x20 => return Err(format!(
+                    "malformed JSON at byte {}: unescaped control character U+{:04X} in a string",
+                    self.i, c
+                )),
                 _ => match utf8_len(&self.b[self.i..]) {
                     None => return Err(format!("invalid UTF-8 at byte {}", self.i)),
                     Some(n) => {
@@ -285,7 +283,10 @@ impl<'a> Checker<'a> {
                     self.i = at + 6;
                     return Ok(());
                 }
-                if r < 0xdc00 && self.b.get(at + 6) == Some(&b'\\') && self.b.get(at + 7) == Some(&b'u') {
+                if r < 0xdc00
+                    && self.b.get(at + 6) == Some(&b'\\')
+                    && self.b.get(at + 7) == Some(&b'u')
+                {
                     if let Ok(low) = self.hex4(at + 8) {
                         if (0xdc00..=0xdfff).contains(&low) {
                             let c = 0x10000 + ((r - 0xd800) << 10) + (low - 0xdc00);
@@ -405,9 +406,191 @@ fn quote(s: &str) -> String {
     out
 }
 
+/// What a member of a result decodes into, for the check of its names.
+#[derive(Clone, Copy)]
+enum Inner {
+    /// Nothing decoded by name (a string, a free-form value).
+    Nothing,
+    /// An object of these fields.
+    Object(&'static [(&'static str, Inner)]),
+    /// An array of objects of these fields.
+    Array(&'static [(&'static str, Inner)]),
+}
+
+use Inner::Nothing;
+
+/// The fields of each handler's result, as the host decodes them
+/// (abi.StepResult, TaskResult and PlannedStep, ArtifactResult and
+/// ArtifactReplace, DownloadResult): additional_output and
+/// additional_input are free-form, their names kept as they are.
+const STEP_RESULT: &[(&str, Inner)] = &[
+    ("output", Nothing),
+    ("additional_output", Nothing),
+    ("name", Nothing),
+    ("is_last", Nothing),
+    ("error", Nothing),
+];
+const PLANNED_STEP: &[(&str, Inner)] = &[
+    ("name", Nothing),
+    ("input", Nothing),
+    ("additional_input", Nothing),
+];
+const TASK_RESULT: &[(&str, Inner)] = &[("steps", Inner::Array(PLANNED_STEP)), ("error", Nothing)];
+const ARTIFACT_REPLACE: &[(&str, Inner)] = &[("uri", Nothing), ("workspace_path", Nothing)];
+const ARTIFACT_RESULT: &[(&str, Inner)] = &[
+    ("reject", Nothing),
+    ("replace", Inner::Object(ARTIFACT_REPLACE)),
+    ("error", Nothing),
+];
+const DOWNLOAD_RESULT: &[(&str, Inner)] = &[("default", Nothing), ("error", Nothing)];
+
+/// Why the host refuses `result`, the result of `handler` ("step",
+/// "task", "artifact", "download"), for a member named as one of the
+/// result's fields only in another case (`"OUTPUT"` for `output`), which
+/// Go's decoder would read as the field and every other reader as another
+/// name, or for a result that is not an object (protocol/wire, in its
+/// words); `None` if neither. `result` is I-JSON ([`check`]).
+pub(crate) fn check_names(result: &[u8], handler: &str) -> Option<String> {
+    let fields = match handler {
+        crate::abi::HANDLER_STEP => STEP_RESULT,
+        crate::abi::HANDLER_TASK => TASK_RESULT,
+        crate::abi::HANDLER_ARTIFACT => ARTIFACT_RESULT,
+        crate::abi::HANDLER_DOWNLOAD => DOWNLOAD_RESULT,
+        _ => return None,
+    };
+    match crate::json::parse(std::str::from_utf8(result).ok()?) {
+        Ok(value) if value.is_object() => names_in(&value, fields, ""),
+        _ => Some("it is not a JSON object".into()),
+    }
+}
+
+fn names_in(v: &crate::json::Value, fields: &[(&str, Inner)], at: &str) -> Option<String> {
+    let members = match v {
+        crate::json::Value::Object(m) => m,
+        _ => return None,
+    };
+    for (name, value) in members {
+        let (field, inner) = match fields.iter().find(|(f, _)| folds_to(name, f)) {
+            Some(&(f, inner)) => (f, inner),
+            None => continue,
+        };
+        if name != field {
+            let place = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", at)
+            };
+            return Some(format!(
+                "{}{}: member names are case-sensitive; did you mean {}?",
+                quote_ascii(name),
+                place,
+                quote(field)
+            ));
+        }
+        let here = if at.is_empty() {
+            field.to_string()
+        } else {
+            format!("{}.{}", at, field)
+        };
+        let why = match (inner, value) {
+            (Inner::Object(f), _) => names_in(value, f, &here),
+            (Inner::Array(f), crate::json::Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| names_in(item, f, &format!("{}[{}]", here, i))),
+            _ => None,
+        };
+        if why.is_some() {
+            return why;
+        }
+    }
+    None
+}
+
+/// Whether `name` is `field` (ASCII lower case and '_') folded for case
+/// as Go folds it (bytes.EqualFold): besides ASCII, the Kelvin sign
+/// U+212A folds to k and the long s U+017F to s.
+fn folds_to(name: &str, field: &str) -> bool {
+    let mut want = field.chars();
+    for c in name.chars() {
+        let c = match c {
+            '\u{212a}' => 'k',
+            '\u{17f}' => 's',
+            c => c.to_ascii_lowercase(),
+        };
+        if want.next() != Some(c) {
+            return false;
+        }
+    }
+    want.next().is_none()
+}
+
+/// `s` quoted as Go's %+q writes it: what is not printable ASCII as an
+/// escape.
+fn quote_ascii(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{check, check_names};
+    use std::fs;
+    use std::path::PathBuf;
+
+    /// Every case of plugins/abi/testdata/results, which agentrt's own
+    /// test holds to its reading (protocol/wire), is read here the same
+    /// way: refused by set_result, failing the call as it is decoded, or
+    /// taken, in the same words.
+    #[test]
+    fn every_shared_result_case_is_read_as_agentrt_reads_it() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../abi/testdata/results");
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
+        let mut n = 0;
+        let mut wrong = Vec::new();
+        for line in text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let parts: Vec<&str> = line.splitn(3, '\t').collect();
+            assert_eq!(parts.len(), 3, "{:?}", line);
+            let (handler, result) = (parts[0], parts[1].as_bytes());
+            let got = match (check(result), check_names(result, handler)) {
+                (Some(why), _) => format!("refused: {}", why),
+                (None, Some(why)) => format!("invalid: {}", why),
+                (None, None) => "ok".to_string(),
+            };
+            if got != parts[2] {
+                wrong.push(format!(
+                    "{} {}: {:?}, agentrt {:?}",
+                    handler, parts[1], got, parts[2]
+                ));
+            }
+            n += 1;
+        }
+        assert!(n >= 40, "{} cases", n);
+        assert!(
+            wrong.is_empty(),
+            "{} of {} read otherwise:\n{}",
+            wrong.len(),
+            n,
+            wrong.join("\n")
+        );
+    }
 
     #[test]
     fn what_the_host_refuses_is_refused_with_its_words() {
@@ -416,7 +599,10 @@ mod tests {
         // Word for word what protocol.CheckJSON says of each.
         let rfc = " (I-JSON, RFC 7493)";
         let dup = format!(": the names in one object must differ{}", rfc);
-        let range = format!(": it is beyond ±1.7976931348623157e308, the largest IEEE 754 double{}", rfc);
+        let range = format!(
+            ": it is beyond ±1.7976931348623157e308, the largest IEEE 754 double{}",
+            rfc
+        );
         for (json, want) in [
             (r#"{"a":1,"a":2}"#, format!("duplicate member name at a (byte 7){}", dup)),
             (r#"{"a":{"b c":1,"b\u0020c":2}}"#, format!("duplicate member name at a[\"b c\"] (byte 14){}", dup)),
