@@ -1,12 +1,14 @@
 //! A secret's value in the forms the host scrubs from what a plugin reads
 //! and looks for in what a request sends where the secret is not bound
-//! (hostapi/egress/scrub.go, `secretForms`): as it is; as a JSON string
-//! with and without HTML escaping and with non-ASCII as `\u` escapes;
-//! quoted as Go's `%q` and `%+q` write it; escaped for a URL's query, a
-//! path segment and a path; and in base64, both alphabets, with and
-//! without padding. `%q` here takes every character past ASCII as
-//! printable (Go escapes the few that Unicode says are not, such as
-//! U+00AD): a secret of those is scrubbed in the other forms.
+//! (plugins/abi/secretform, `Encoders`): as it is; as a JSON string with
+//! and without HTML escaping and with non-ASCII as `\u` escapes; quoted as
+//! Go's `%q` and `%+q` write it; escaped for a URL's query, a path segment
+//! and a path; and in base64, both alphabets, with and without padding.
+//! The values in plugins/abi/testdata/secretforms, of every class of
+//! character a secret may hold, have the same forms here as there. One
+//! difference is left: Go's `%q` escapes a code point Unicode has not
+//! assigned, which is written here as it is (a secret holding one is
+//! still scrubbed in its other forms).
 
 use crate::abi;
 
@@ -39,7 +41,10 @@ pub(crate) fn check_secret(name: &str, value: &str) -> Option<String> {
         ));
     }
     if value.contains(abi::SECRET_PREFIX) {
-        return Some(format!("secret {}: its value holds a secret placeholder", name));
+        return Some(format!(
+            "secret {}: its value holds a secret placeholder",
+            name
+        ));
     }
     for c in value.chars() {
         if (c as u32) < 0x20 || c == '\u{7f}' {
@@ -132,12 +137,54 @@ fn go_quote(v: &str, ascii: bool) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_ascii() || !ascii => out.push(c),
+            c if c.is_ascii() || (!ascii && go_printable(c)) => out.push(c),
             c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push_str(&format!("\\U{:08x}", c as u32)),
         }
     }
     out
+}
+
+/// Whether Go's strconv.IsPrint takes `c`, past ASCII, as printable:
+/// not a space other than ' ' (Zs), a format character (Cf), a private
+/// use one (Co) or a noncharacter, as Unicode 15 (Go 1.21 to 1.26) lists
+/// them. (Controls, U+2028 and U+2029 are not in a secret; code points
+/// not assigned are taken as printable here, not in Go.)
+fn go_printable(c: char) -> bool {
+    const NOT: &[(u32, u32)] = &[
+        (0x00a0, 0x00a0),
+        (0x00ad, 0x00ad),
+        (0x0600, 0x0605),
+        (0x061c, 0x061c),
+        (0x06dd, 0x06dd),
+        (0x070f, 0x070f),
+        (0x0890, 0x0891),
+        (0x08e2, 0x08e2),
+        (0x1680, 0x1680),
+        (0x180e, 0x180e),
+        (0x2000, 0x200f),
+        (0x2028, 0x202f),
+        (0x205f, 0x2064),
+        (0x2066, 0x206f),
+        (0x3000, 0x3000),
+        (0xd800, 0xf8ff),
+        (0xfdd0, 0xfdef),
+        (0xfeff, 0xfeff),
+        (0xfff9, 0xfffb),
+        (0x110bd, 0x110bd),
+        (0x110cd, 0x110cd),
+        (0x13430, 0x1343f),
+        (0x1bca0, 0x1bca3),
+        (0x1d173, 0x1d17a),
+        (0xe0001, 0xe0001),
+        (0xe0020, 0xe007f),
+        (0xf0000, 0x10ffff),
+    ];
+    let n = c as u32;
+    if n & 0xfffe == 0xfffe {
+        return false; // U+FFFE and U+FFFF of every plane
+    }
+    !NOT.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -277,6 +324,31 @@ mod tests {
         assert_eq!(base64(b"ab", STD, true), "YWI=");
         assert_eq!(base64(b"ab", STD, false), "YWI");
         assert_eq!(base64(b"a", URL, true), "YQ==");
+    }
+
+    /// Every value of plugins/abi/testdata/secretforms, whose forms the Go
+    /// package's test holds to secretform.Of, has the same forms here, in
+    /// the same order.
+    #[test]
+    fn every_shared_value_has_the_forms_the_host_scrubs() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../abi/testdata/secretforms");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
+        let mut n = 0;
+        for line in text.lines() {
+            let case = crate::json::parse(line).expect("a JSON object a line");
+            let value = case["value"].as_str().expect("a value");
+            let want: Vec<String> = case["forms"]
+                .as_array()
+                .expect("forms")
+                .iter()
+                .map(|f| f.as_str().expect("a form").to_string())
+                .collect();
+            assert_eq!(forms(value), want, "the forms of {:?}", value);
+            n += 1;
+        }
+        assert!(n >= 10, "{} values", n);
     }
 
     #[test]
