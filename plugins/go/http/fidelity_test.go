@@ -85,11 +85,11 @@ func TestTheHarnessCountsRedirectsAndSendsNoRefererOnThem(t *testing.T) {
 }
 
 // What comes back is scrubbed of the secret in every form the host
-// scrubs: a server that answers it quoted as Go's %+q writes it (é as
-// \u00e9), or in base64url without padding, hands the plugin the
-// placeholder.
+// scrubs: a server that answers it quoted as Go's %+q writes it (😀 as
+// \U0001f600, which no JSON writer writes), or in base64url without
+// padding (which no other form is), hands the plugin the placeholder.
 func TestTheHarnessScrubsEveryFormTheHostScrubs(t *testing.T) {
-	const clé = "sk-clé-0123456789"
+	const clé = "sk-😀-key-01234567"
 	host := newHost(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		fmt.Fprintf(w, "%s %+q", base64.RawURLEncoding.EncodeToString([]byte(clé)), clé)
 	})

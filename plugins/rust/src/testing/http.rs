@@ -239,6 +239,179 @@ mod tests {
         assert_eq!(step.output, data.len().to_string());
     }
 
+    /// A redirect that would carry a secret's value, in any form, to a
+    /// destination the secret is not bound to is refused, and that
+    /// destination is never reached.
+    #[test]
+    fn a_secrets_value_is_refused_where_it_is_not_bound() {
+        use std::cell::Cell;
+        // KEY as it is, and in base64.
+        for form in [KEY, "c2stdGVzdC0wMTIzNDU2Nzg5"] {
+            let reached = Rc::new(Cell::new(false));
+            let seen = reached.clone();
+            let mut host = Host::new(Handlers::step_only(|| {
+                exports::on_step(|_| {
+                    let sent = http::get("https://api.test/v1/echo")
+                        .header("Authorization", &http::secret("KEY"))
+                        .send();
+                    match sent {
+                        Err(e)
+                            if e.code() == Some(ErrorCode::NotAllowed)
+                                && e.message().contains("not bound to that destination") =>
+                        {
+                            Ok(StepResult::output("refused"))
+                        }
+                        other => Err(format!("{:?}", other).into()),
+                    }
+                })
+            }));
+            host.allow_http("https://api.test")
+                .allow_http("https://other.test")
+                .secret("KEY", KEY, &["https://api.test/v1"])
+                .serve_http(move |req| {
+                    if req.url.starts_with("https://other.test") {
+                        seen.set(true);
+                        return Reply::text("got it");
+                    }
+                    Reply::redirect(302, &format!("https://other.test/?k={}", form))
+                });
+            let mut task = host.create_task("t").unwrap();
+            assert_eq!(
+                task.step("go").unwrap().output,
+                "refused",
+                "form {:?}",
+                form
+            );
+            assert!(!reached.get(), "form {:?}: other.test was reached", form);
+        }
+    }
+
+    /// Each redirect followed counts as a request of the call, which may
+    /// make 32; the plugin's Referer goes with its first request only.
+    #[test]
+    fn redirects_count_as_requests_and_carry_no_referer() {
+        use std::cell::RefCell;
+        let referers = Rc::new(RefCell::new(Vec::new()));
+        let seen = referers.clone();
+        let mut host = Host::new(Handlers::step_only(|| {
+            exports::on_step(|_| {
+                http::get("https://api.test/loop")
+                    .header("Referer", "https://mine.example/")
+                    .send()?;
+                // 3 requests made, 29 left.
+                for _ in 0..29 {
+                    http::get("https://api.test/ok").send()?;
+                }
+                match http::get("https://api.test/ok").send() {
+                    Err(e) if e.code() == Some(ErrorCode::Limit) => {
+                        Ok(StepResult::output("limited"))
+                    }
+                    other => Err(format!("the 33rd request: {:?}", other).into()),
+                }
+            })
+        }));
+        host.allow_http("https://api.test").serve_http(move |req| {
+            let mut seen = seen.borrow_mut();
+            seen.push(req.header("referer").unwrap_or("").to_string());
+            if req.path() == "/loop" && seen.len() < 3 {
+                return Reply::redirect(302, "/loop");
+            }
+            Reply::text("ok")
+        });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "limited");
+        assert_eq!(
+            referers.borrow()[..3],
+            [
+                "https://mine.example/".to_string(),
+                String::new(),
+                String::new()
+            ]
+        );
+    }
+
+    /// What comes back is scrubbed of a secret in every form the host
+    /// scrubs: quoted as Go's %+q writes it (😀 as \U0001f600, which
+    /// no JSON writer writes), in base64url without padding (which no
+    /// other form is).
+    #[test]
+    fn what_comes_back_is_scrubbed_in_every_form() {
+        const CLE: &str = "sk-😀-key-01234567";
+        let mut host = Host::new(Handlers::step_only(|| {
+            exports::on_step(|_| {
+                Ok(StepResult::output(
+                    http::get("https://api.test/v1/echo").send()?.text()?,
+                ))
+            })
+        }));
+        host.allow_http("https://api.test")
+            .secret("KEY", CLE, &["https://api.test/v1"])
+            .serve_http(|_| {
+                // In base64url without padding, and as %+q quotes it.
+                Reply::text(r#"c2st8J-YgC1rZXktMDEyMzQ1Njc "sk-\U0001f600-key-01234567""#)
+            });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(
+            task.step("go").unwrap().output,
+            r#"{{secret:KEY}} "{{secret:KEY}}""#
+        );
+    }
+
+    /// Headers are bounded as they would be sent, each secret placeholder
+    /// counted as the longest secret: 17 placeholders are over 64 KiB.
+    #[test]
+    fn headers_are_bounded_as_they_would_be_sent() {
+        let host = host(|| {
+            exports::on_step(|_| {
+                let mut req = http::get("https://api.test/v1/");
+                for i in 0..17 {
+                    req = req.header(&format!("X-K{}", i), &http::secret("KEY"));
+                }
+                match req.send() {
+                    Err(e) if e.code() == Some(ErrorCode::Invalid) => {
+                        Ok(StepResult::output("refused"))
+                    }
+                    other => Err(format!("{:?}", other).into()),
+                }
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "refused");
+    }
+
+    /// A secret or a destination agentrt would not start with is refused
+    /// as the test sets it up, saying why.
+    #[test]
+    fn what_agentrt_would_not_start_with_panics() {
+        let cases: Vec<(&str, fn(&mut Host))> = vec![
+            ("at least 8", |h| {
+                h.secret("KEY", "short", &["https://api.test"]);
+            }),
+            ("control character", |h| {
+                h.secret("KEY", "sk-0123456789\n", &["https://api.test"]);
+            }),
+            ("letters, digits and _", |h| {
+                h.secret("1KEY", "sk-0123456789", &["https://api.test"]);
+            }),
+            ("leave the port out", |h| {
+                h.secret("KEY", "sk-0123456789", &["https://api.test:443"]);
+            }),
+            ("allow_http", |h| {
+                h.allow_http("HTTPS://api.test");
+            }),
+        ];
+        for (want, set_up) in cases {
+            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                set_up(&mut Host::new(Handlers::step_only(|| 0)))
+            }));
+            let msg = match got {
+                Err(p) => p.downcast::<String>().map(|s| *s).unwrap_or_default(),
+                Ok(()) => String::new(),
+            };
+            assert!(msg.contains(want), "{:?}: panicked with {:?}", want, msg);
+        }
+    }
+
     #[test]
     fn without_a_grant_nothing_is_reached() {
         let host = Host::new(Handlers::step_only(|| {
