@@ -260,7 +260,10 @@ func TestAnAgentIsAddedReplacedAndRetiredAsItsPluginIs(t *testing.T) {
 
 // A replaced build is closed only once the operations that started on it
 // have ended: an upload in progress keeps it open, and it is closed as
-// soon as the upload ends.
+// soon as the upload ends. (A fleet that closed it at once, or never,
+// fails here; one that closed it soon, on a goroutine, without waiting,
+// may not: TestAReloadWhileRequestsRunFailsNone in cmd/agentrt, with 50
+// requests running across a reload, is what catches that.)
 func TestAReplacedBuildIsClosedOnlyOnceItsLastOperationEnds(t *testing.T) {
 	dir := t.TempDir()
 	f := openFleet(t, testConfig(t, dir))
