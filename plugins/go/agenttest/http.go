@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/plugins/abi/secretform"
@@ -17,16 +18,20 @@ import (
 
 // Outbound HTTP in the harness: a plugin's request goes to Host.HTTP,
 // in this process, as agentrt would send it to a server: only to a
-// destination in Host.Allow, without the headers the host owns, its
-// headers bounded as they would be sent (each secret placeholder counted
-// as the longest secret), with its secret placeholders filled in for the
-// destinations each secret is bound to, its redirects followed (each hop
-// checked and counted as a request of the call, a secret's headers
-// dropped for a hop it is not bound to, no Referer past the first),
-// refused when a hop would carry a secret's value, in any form the host
-// scrubs, where the secret is not bound, and the secrets' values scrubbed
-// from the response the plugin reads in every form the host scrubs
-// (package secretform).
+// destination in Host.Allow, read as agentrt reads it (abi.ParseTarget,
+// abi.ParseDestination); with its body and headers within agentrt's
+// default bounds (the headers as they would be sent, each secret
+// placeholder counted as the longest secret), and none the host owns;
+// with its secret placeholders filled in for the destinations each
+// secret is bound to (a secret agentrt would not start with is refused);
+// its redirects followed as Go's client follows them (each hop checked
+// and counted as a request of the call, a secret's headers dropped for a
+// hop it is not bound to, Authorization and cookies for another host,
+// no Referer past the first); refused when a hop would carry a secret's
+// value, in any form the host scrubs, where the secret is not bound; the
+// response within agentrt's bound; and the secrets' values scrubbed from
+// what the plugin reads in every form the host scrubs (package
+// secretform).
 
 // Secret is a secret the host holds for the plugin.
 type Secret struct {
@@ -58,9 +63,14 @@ func (c *call) HTTPRequest(req, body []byte) int32 {
 	return 0
 }
 
-// maxRequests are the outbound requests of one call agentrt allows by
-// default (--max-http-requests), each redirect followed counted.
-const maxRequests = 32
+// agentrt's default bounds on the outbound requests of one call
+// (--max-http-requests), each redirect followed counted, on a request's
+// body and on a response's (hostapi/egress.DefaultLimits).
+const (
+	maxRequests      = 32
+	maxRequestBytes  = 4 << 20
+	maxResponseBytes = 8 << 20
+)
 
 // countRequest counts one more outbound request of the call, or says why
 // the host would refuse it.
@@ -128,6 +138,9 @@ func (c *call) ArtifactFetch(id, path []byte) int32 {
 // send sends m as agentrt would, to h.HTTP, and returns the response, or
 // the error code and message agentrt would give the plugin.
 func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)) (*sentResponse, int32, string) {
+	if why := h.checkSecrets(); why != "" {
+		return nil, abi.ErrInvalid, why
+	}
 	method := m.Method
 	if method == "" {
 		method = http.MethodGet
@@ -139,11 +152,15 @@ func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)
 	if err != nil {
 		return nil, abi.ErrInvalid, err.Error()
 	}
+	if len(body) > maxRequestBytes {
+		return nil, abi.ErrLimit, fmt.Sprintf("the request's body of %d bytes is over the limit of %d bytes", len(body), maxRequestBytes)
+	}
 	if len(m.Headers) > abi.MaxHTTPHeaders {
 		return nil, abi.ErrInvalid, fmt.Sprintf("the request has %d headers, over the limit of %d", len(m.Headers), abi.MaxHTTPHeaders)
 	}
 	sent := 0
-	for _, hd := range m.Headers {
+	secrets := make([][]string, len(m.Headers))
+	for i, hd := range m.Headers {
 		if why := abi.CheckRequestHeader(hd.Name, hd.Value); why != "" {
 			return nil, abi.ErrInvalid, why
 		}
@@ -151,12 +168,22 @@ func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)
 		if why != "" {
 			return nil, abi.ErrInvalid, "the value of " + hd.Name + ": " + why
 		}
+		secrets[i] = names
 		n := abi.SentHeaderBytes(hd.Name, hd.Value, names)
 		if sent += n; n > abi.MaxHTTPHeaderBytes || sent > abi.MaxHTTPHeadersBytes {
 			return nil, abi.ErrInvalid, fmt.Sprintf("the request's headers are over their bounds as they would be sent (%d bytes each, %d together, each secret placeholder counted as %d bytes)",
 				abi.MaxHTTPHeaderBytes, abi.MaxHTTPHeadersBytes, abi.MaxSecretBytes)
 		}
 	}
+	maxBody := int64(maxResponseBytes)
+	if m.MaxResponseBytes > 0 && m.MaxResponseBytes < maxBody {
+		maxBody = m.MaxResponseBytes
+	}
+	// What Go's client drops on a redirect, for good once dropped: the
+	// credentials for another host than the first (and not a subdomain
+	// of it), the headers about the body when the body is.
+	first := target.Host
+	stripCredentials, stripBody := false, false
 	for hop := 0; ; hop++ {
 		if code, why := count(); code != 0 {
 			return nil, code, why
@@ -170,9 +197,11 @@ func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)
 			return nil, abi.ErrIO, "no server answers: set agenttest.Host.HTTP"
 		}
 		r := httptest.NewRequest(method, target.String(), bytes.NewReader(body))
-		for _, hd := range m.Headers {
-			if hop > 0 && strings.EqualFold(hd.Name, "Referer") {
-				continue // the host sends no Referer past the first request
+		for i, hd := range m.Headers {
+			// A header with a secret is filled in again for each hop,
+			// and dropped where the secret is not bound.
+			if hop > 0 && len(secrets[i]) == 0 && dropsOnRedirect(hd.Name, stripCredentials, stripBody) {
+				continue
 			}
 			v, err := h.expand(hd.Value, target)
 			switch {
@@ -182,14 +211,21 @@ func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)
 				r.Header.Add(hd.Name, v)
 			}
 		}
+		if r.Header.Get("User-Agent") == "" {
+			r.Header.Set("User-Agent", "agentrt")
+		}
 		if where := h.carriesUnboundSecret(r, body, target); where != "" {
 			return nil, abi.ErrNotAllowed, fmt.Sprintf("the request to %s%s holds, in %s, the value of a secret that is not bound to that destination: agentrt sends a secret only where the operator bound it", target.Origin(), target.Path, where)
 		}
 		w := httptest.NewRecorder()
 		h.HTTP.ServeHTTP(w, r)
 		res := w.Result()
+		if n := int64(w.Body.Len()); n > maxBody {
+			return nil, abi.ErrLimit, fmt.Sprintf("the response's body of %d bytes is over the limit of %d bytes", n, maxBody)
+		}
 		loc := res.Header.Get("Location")
-		if m.NoRedirects || loc == "" || res.StatusCode < 300 || res.StatusCode > 399 || res.StatusCode == 304 {
+		follows := slices.Contains([]int{301, 302, 303, 307, 308}, res.StatusCode) // as Go's client
+		if m.NoRedirects || loc == "" || !follows {
 			return h.answer(res.StatusCode, res.Header, w.Body.Bytes(), target), 0, ""
 		}
 		if hop == abi.MaxHTTPRedirects {
@@ -203,10 +239,81 @@ func (h *Host) send(m abi.HTTPRequest, body []byte, count func() (int32, string)
 		if target, err = abi.ParseTarget(next.String()); err != nil {
 			return nil, abi.ErrNotAllowed, "a redirect to a URL agentrt does not send: " + err.Error()
 		}
-		if res.StatusCode != 307 && res.StatusCode != 308 && method != http.MethodHead {
-			method, body = http.MethodGet, nil
+		if target.Host != first && !strings.HasSuffix(target.Host, "."+first) {
+			stripCredentials = true
+		}
+		if res.StatusCode != 307 && res.StatusCode != 308 {
+			if method != http.MethodGet && method != http.MethodHead {
+				method = http.MethodGet
+			}
+			body, stripBody = nil, true
 		}
 	}
+}
+
+// dropsOnRedirect reports whether a header the plugin wrote without a
+// secret is left out of a redirect's request: Referer always (agentrt
+// sends none past the first request), the credentials Go's client drops
+// for another host, and the headers about the body it drops with it.
+func dropsOnRedirect(name string, stripCredentials, stripBody bool) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Referer":
+		return true
+	case "Authorization", "Www-Authenticate", "Cookie", "Cookie2":
+		return stripCredentials
+	case "Content-Encoding", "Content-Language", "Content-Location", "Content-Type":
+		return stripBody
+	}
+	return false
+}
+
+// checkSecrets says what in h.Secrets agentrt would refuse to start with
+// ("" when nothing): a secret's name or value (hostapi/egress's
+// checkSecret), or a destination not in its one spelling.
+func (h *Host) checkSecrets() string {
+	for name, s := range h.Secrets {
+		if why := checkSecret(name, s.Value); why != "" {
+			return "agenttest.Host.Secrets: " + why
+		}
+		for i, dest := range s.Destinations {
+			if _, err := abi.ParseDestination(dest); err != nil {
+				return fmt.Sprintf("agenttest.Host.Secrets[%q].Destinations[%d]: %v", name, i, err)
+			}
+		}
+	}
+	return ""
+}
+
+// minSecretBytes is the shortest value agentrt holds as a secret.
+const minSecretBytes = 8
+
+// checkSecret says why agentrt refuses the secret name with value, ""
+// when it does not, in agentrt's words.
+func checkSecret(name, value string) string {
+	switch {
+	case !abi.ValidSecretName(name):
+		return fmt.Sprintf("secret name %q: want 1 to %d letters, digits and _, not starting with a digit", name, abi.MaxSecretNameBytes)
+	case len(value) < minSecretBytes:
+		return fmt.Sprintf("secret %s: its value has %d bytes; a secret has at least %d, so that scrubbing it from answers garbles nothing else", name, len(value), minSecretBytes)
+	case len(value) > abi.MaxSecretBytes:
+		return fmt.Sprintf("secret %s: its value is over %d bytes", name, abi.MaxSecretBytes)
+	case strings.Contains(value, abi.SecretPrefix):
+		return fmt.Sprintf("secret %s: its value holds a secret placeholder", name)
+	case !utf8.ValidString(value):
+		return fmt.Sprintf("secret %s: its value is not UTF-8", name)
+	}
+	for _, r := range value {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			return fmt.Sprintf("secret %s: its value holds a control character (a trailing newline?), which a header cannot carry", name)
+		case r >= 0x80 && r <= 0x9f, r == '\u2028', r == '\u2029':
+			return fmt.Sprintf("secret %s: its value holds %U, a control or line-breaking character, which a header cannot carry", name, r)
+		}
+	}
+	if value[0] == ' ' || value[len(value)-1] == ' ' {
+		return fmt.Sprintf("secret %s: its value begins or ends with a space, which a receiver trims from a header", name)
+	}
+	return ""
 }
 
 // allowed reports whether a destination of h.Allow allows t.

@@ -129,3 +129,113 @@ func TestTheHarnessBoundsHeadersAsTheyWouldBeSent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A request's body and a response's are held to agentrt's default
+// bounds (4 MiB and 8 MiB), and to a client's lower MaxResponseBytes.
+func TestTheHarnessBoundsBodiesAsAgentrtDoes(t *testing.T) {
+	host := newHost(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		n := 100
+		if r.URL.Path == "/big" {
+			n = 8<<20 + 1
+		}
+		w.Write(make([]byte, n))
+	})
+	_, err := step(t, host, func(*agent.Step) (string, error) {
+		big := strings.NewReader(strings.Repeat("x", 4<<20+1))
+		if _, err := http.Post("https://api.test/", "text/plain", big); !errors.Is(err, agent.ErrLimit) {
+			return "", fmt.Errorf("a body of 4 MiB and a byte: %v, want the limit", err)
+		}
+		if _, err := http.Get("https://api.test/big"); !errors.Is(err, agent.ErrLimit) {
+			return "", fmt.Errorf("a response of 8 MiB and a byte: %v, want the limit", err)
+		}
+		c := &http.Client{MaxResponseBytes: 99}
+		if _, err := c.Get("https://api.test/small"); !errors.Is(err, agent.ErrLimit) {
+			return "", fmt.Errorf("a response of 100 bytes to a client of 99: %v, want the limit", err)
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Redirects are followed as Go's client (agentrt's) follows them: only
+// 301, 302, 303, 307 and 308; Authorization and cookies the plugin wrote
+// are not sent on to another host (a subdomain of the first is not
+// another); the headers about a body dropped on a 303 go with it.
+func TestTheHarnessFollowsRedirectsAsAgentrtsClientDoes(t *testing.T) {
+	seen := map[string]nethttp.Header{}
+	host := newHost(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		seen[r.Host+r.URL.Path] = r.Header.Clone()
+		switch r.URL.Path {
+		case "/300":
+			nethttp.Redirect(w, r, "/elsewhere", nethttp.StatusMultipleChoices)
+		case "/to-other":
+			nethttp.Redirect(w, r, "https://other.test/landed", nethttp.StatusTemporaryRedirect)
+		case "/to-sub":
+			nethttp.Redirect(w, r, "https://sub.api.test/landed", nethttp.StatusFound)
+		case "/see-other":
+			nethttp.Redirect(w, r, "/landed", nethttp.StatusSeeOther)
+		}
+	})
+	host.Allow = append(host.Allow, "https://*.api.test")
+	_, err := step(t, host, func(*agent.Step) (string, error) {
+		res, err := http.Get("https://api.test/300")
+		if err != nil || res.StatusCode != 300 {
+			return "", fmt.Errorf("a 300: %v %v, want it answered, not followed", res, err)
+		}
+		for _, path := range []string{"/to-other", "/to-sub"} {
+			req, _ := http.NewRequest("GET", "https://api.test"+path, nil)
+			req.Header.Set("Authorization", "Basic dXNlcjpwYXNz")
+			req.Header.Set("Cookie", "a=b")
+			if _, err := http.DefaultClient.Do(req); err != nil {
+				return "", err
+			}
+		}
+		if _, err := http.Post("https://api.test/see-other", "application/json", strings.NewReader("{}")); err != nil {
+			return "", err
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := seen["api.test/elsewhere"]; ok {
+		t.Error("a 300 was followed")
+	}
+	if h := seen["other.test/landed"]; h == nil || h.Get("Authorization") != "" || h.Get("Cookie") != "" {
+		t.Errorf("another host got %v, want no Authorization and no Cookie", h)
+	}
+	if h := seen["sub.api.test/landed"]; h == nil || h.Get("Authorization") == "" || h.Get("Cookie") == "" {
+		t.Errorf("a subdomain got %v, want the Authorization and Cookie", h)
+	}
+	if h := seen["api.test/landed"]; h == nil || h.Get("Content-Type") != "" {
+		t.Errorf("a 303's next request got %v, want no Content-Type", h)
+	}
+}
+
+// A secret agentrt would not start with (too short, a trailing newline,
+// a destination not in its one spelling) fails the request saying why.
+func TestTheHarnessRefusesASecretAgentrtWouldNotStartWith(t *testing.T) {
+	for _, tc := range []struct {
+		secret agenttest.Secret
+		want   string
+	}{
+		{agenttest.Secret{Value: "short", Destinations: []string{"https://api.test"}}, "a secret has at least 8"},
+		{agenttest.Secret{Value: key + "\n", Destinations: []string{"https://api.test"}}, "a trailing newline?"},
+		{agenttest.Secret{Value: key, Destinations: []string{"https://api.test:443"}}, "leave the port out"},
+	} {
+		host := newHost(func(nethttp.ResponseWriter, *nethttp.Request) {})
+		host.Secrets["KEY"] = tc.secret
+		_, err := step(t, host, func(*agent.Step) (string, error) {
+			_, err := http.Get("https://api.test/")
+			if !errors.Is(err, agent.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				return "", fmt.Errorf("%v, want it refused: %s", err, tc.want)
+			}
+			return "", nil
+		})
+		if err != nil {
+			t.Errorf("secret %+v: %v", tc.secret, err)
+		}
+	}
+}
