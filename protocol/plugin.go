@@ -23,8 +23,8 @@ const (
 	HandlerDownload Handler = "download"
 )
 
-// Plugin runs the agent's handlers; runtime.Plugin implements it (through
-// a small adapter in cmd/agentrt that connects the host API).
+// Plugin runs the agent's handlers; runtime/plugin's Plugin implements it
+// (runtime's module with the host API bound to each call).
 type Plugin interface {
 	// HasHandler reports whether the plugin defines a handler.
 	HasHandler(h Handler) bool
