@@ -538,7 +538,7 @@ fn unescape(s: &[u8], query: bool) -> Vec<u8> {
     while i < s.len() {
         let hex = |c: u8| (c as char).to_digit(16);
         match s[i] {
-            b'%' if i + 2 < s.len() + 0 && i + 2 <= s.len() - 1 => {
+            b'%' if i + 2 < s.len() => {
                 match (hex(s[i + 1]), hex(s[i + 2])) {
                     (Some(a), Some(b)) => {
                         out.push((a * 16 + b) as u8);
