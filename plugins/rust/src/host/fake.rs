@@ -572,6 +572,18 @@ pub unsafe fn host_http_request(
     outbound(
         |s| {
             s.http_response = None;
+            // As the host: the message is bounded before it is read.
+            if req.len() > abi::MAX_HTTP_REQUEST_META_BYTES {
+                return Err(fail(
+                    s,
+                    abi::ERR_INVALID,
+                    &format!(
+                        "the request message of {} bytes is over its limit of {} bytes",
+                        req.len(),
+                        abi::MAX_HTTP_REQUEST_META_BYTES
+                    ),
+                ));
+            }
             Ok(s.http.clone())
         },
         |setup| {

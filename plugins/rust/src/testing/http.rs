@@ -379,6 +379,32 @@ mod tests {
         assert_eq!(task.step("go").unwrap().output, "refused");
     }
 
+    /// A request message over 64 KiB is refused before it is read, as the
+    /// host refuses it: here three headers of 15,000 '"' each, within the
+    /// headers' bound as sent but twice that as JSON.
+    #[test]
+    fn a_request_message_over_its_bound_is_refused() {
+        let host = host(|| {
+            exports::on_step(|_| {
+                let mut req = http::get("https://api.test/");
+                for i in 0..3 {
+                    req = req.header(&format!("X-Q{}", i), &"\"".repeat(15_000));
+                }
+                match req.send() {
+                    Err(e)
+                        if e.code() == Some(ErrorCode::Invalid)
+                            && e.message().contains("the request message of") =>
+                    {
+                        Ok(StepResult::output("refused"))
+                    }
+                    other => Err(format!("{:?}", other).into()),
+                }
+            })
+        });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "refused");
+    }
+
     /// A secret or a destination agentrt would not start with is refused
     /// as the test sets it up, saying why.
     #[test]
