@@ -32,10 +32,20 @@
 // paths are checked as the host checks them; an outbound request goes to
 // Host.HTTP only for a destination in Host.Allow, with the headers and
 // secrets agentrt would send, redirects followed and checked, and the
-// secrets scrubbed from what comes back. It does not check URIs
-// against an agent's schemes, nor addresses (a test's server is its own), and it does
-// not hold a handler to agentrt's limits (time, memory, sizes, counts):
-// "agentrt call" runs one handler in the real sandbox, under them.
+// secrets scrubbed from what comes back.
+//
+// It refuses what agentrt refuses, so that a test cannot pass and the
+// plugin then fail on a server: a result that is not I-JSON, not an
+// object, or names a field in another case; a request to a destination
+// not granted, or whose URL, headers, body or message agentrt would not
+// send; a secret filled in, or its value carried in any form, where it
+// is not bound; a secret agentrt would not start with; more than 32
+// requests in a call, each redirect counted (plugins/README.md lists
+// each rule). It does not check URIs against an agent's schemes, nor
+// addresses (a test's server is its own), and it does not hold a
+// handler to agentrt's other limits (time, memory, the sizes and counts
+// of results, logs and artifacts): "agentrt call" runs one handler in
+// the real sandbox, under them.
 //
 // The handlers run in this process, not in WebAssembly: what they print
 // goes to the test's output, a panic is reported as the kit reports it,
