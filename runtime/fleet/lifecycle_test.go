@@ -286,6 +286,9 @@ func TestAReplacedBuildIsClosedOnlyOnceItsLastOperationEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the fleet's Close, which waits for the upload: a test that
+	// stops early fails rather than hangs.
+	t.Cleanup(upload.Discard)
 
 	if err := os.WriteFile(path, builtPlugin(t, "echo-tinygo"), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/manifest"
 )
 
@@ -65,5 +67,103 @@ func TestAManifestTightensTheOperatorsLimitsAndNeverLoosensThem(t *testing.T) {
 				t.Errorf("limits: %+v", l)
 			}
 		})
+	}
+}
+
+// Every limit a manifest can set, each to a value of its own, so that a
+// limit left out of limitsFor, read from another, or whose 0 is taken the
+// wrong way shows: a manifest asking for less of each gets exactly that,
+// 0 included where 0 is a limit; asking for more of each gets the
+// operator's; asking for none (0) where 0 means none gets the operator's; where the operator set none, it gets
+// what it asks. The operator's own instance bound (Limits.MaxInstances)
+// is never an agent's.
+func TestEachLimitAManifestSetsIsTheSmallerOfItsOwnAndTheOperators(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.Limits.MaxTaskTime = time.Hour
+	cfg.Limits.MaxInstances = 3 // not read: an agent has a bound of its own only when its manifest asks
+	cfg.MaxInstances = 8
+	op := cfg.Limits
+	op.MaxInstances = 0
+
+	// less asks for less than op of every limit, each a value no other
+	// limit has.
+	less := `{"limits":{"call_timeout":"1s","memory":"64MiB","max_upload":1001,"max_artifact":1002,
+		"max_result":1003,"max_log":1004,"max_task_log":1005,"max_workspace":1006,"max_workspace_files":7,
+		"max_call_artifacts":8,"max_task_artifacts":9,"max_task_artifact_bytes":1010,"max_planned_steps":11,
+		"max_task_steps":12,"task_time":"13s","max_host_calls":14,"max_table_entries":15,"max_instances":2,
+		"http_timeout":"16s","max_http_requests":17,"max_http_request":1018,"max_http_response":1019}}`
+	asked := op
+	asked.CallTimeout, asked.Memory = time.Second, 64<<20
+	asked.MaxUploadBytes, asked.MaxArtifactBytes, asked.MaxResultBytes, asked.MaxLogBytes = 1001, 1002, 1003, 1004
+	asked.MaxTaskLogBytes, asked.MaxWorkspaceBytes, asked.MaxWorkspaceFiles, asked.MaxCallArtifacts = 1005, 1006, 7, 8
+	asked.MaxTaskArtifacts, asked.MaxTaskArtifactBytes, asked.MaxPlannedSteps, asked.MaxTaskSteps = 9, 1010, 11, 12
+	asked.MaxTaskTime, asked.MaxHostCalls, asked.MaxTableEntries, asked.MaxInstances = 13*time.Second, 14, 15, 2
+	asked.Egress = egress.Limits{Timeout: 16 * time.Second, MaxRequests: 17, MaxRequestBytes: 1018, MaxResponseBytes: 1019}
+
+	more := `{"limits":{"call_timeout":"1h","memory":"4GiB","max_upload":"512GiB","max_artifact":"512GiB",
+		"max_result":"512GiB","max_log":"512GiB","max_task_log":"512GiB","max_workspace":"512GiB","max_workspace_files":1000000000,
+		"max_call_artifacts":1000000000,"max_task_artifacts":1000000000,"max_task_artifact_bytes":"512GiB",
+		"max_planned_steps":1000000000,"max_task_steps":1000000000,"task_time":"1000h","max_host_calls":1000000000,
+		"max_table_entries":4294967295,"max_instances":1000000000,"http_timeout":"1h","max_http_requests":1000000000,
+		"max_http_request":"512GiB","max_http_response":"512GiB"}}`
+	opMore := op
+	opMore.MaxInstances = cfg.MaxInstances // asked for more than the fleet's bound: the fleet's
+
+	none := `{"limits":{"max_task_log":0,"max_task_artifacts":0,"max_task_artifact_bytes":0,"max_task_steps":0,"task_time":"0s"}}`
+	noneSet := cfg
+	noneSet.Limits.MaxTaskLogBytes, noneSet.Limits.MaxTaskArtifacts, noneSet.Limits.MaxTaskArtifactBytes = 0, 0, 0
+	noneSet.Limits.MaxTaskSteps, noneSet.Limits.MaxTaskTime = 0, 0
+	some := `{"limits":{"max_task_log":1005,"max_task_artifacts":9,"max_task_artifact_bytes":1010,"max_task_steps":12,"task_time":"13s"}}`
+	opNone := noneSet.Limits
+	opNone.MaxInstances = 0
+	someOfNone := opNone
+	someOfNone.MaxTaskLogBytes, someOfNone.MaxTaskArtifacts, someOfNone.MaxTaskArtifactBytes = 1005, 9, 1010
+	someOfNone.MaxTaskSteps, someOfNone.MaxTaskTime = 12, 13*time.Second
+
+	// zero asks for 0 of every limit where 0 is a limit and not none.
+	zero := `{"limits":{"max_upload":0,"max_artifact":0,"max_result":0,"max_log":0,"max_workspace":0,
+		"max_workspace_files":0,"max_call_artifacts":0,"max_planned_steps":0,"max_http_requests":0,
+		"max_http_request":0,"max_http_response":0}}`
+	zeros := op
+	zeros.MaxUploadBytes, zeros.MaxArtifactBytes, zeros.MaxResultBytes, zeros.MaxLogBytes = 0, 0, 0, 0
+	zeros.MaxWorkspaceBytes, zeros.MaxWorkspaceFiles, zeros.MaxCallArtifacts, zeros.MaxPlannedSteps = 0, 0, 0, 0
+	zeros.Egress.MaxRequests, zeros.Egress.MaxRequestBytes, zeros.Egress.MaxResponseBytes = 0, 0, 0
+
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		manifest string
+		want     Limits
+	}{
+		{"less of each: each as asked", cfg, less, asked},
+		{"0 where 0 is a limit: 0", cfg, zero, zeros},
+		{"more of each: the operator's", cfg, more, opMore},
+		{"none where 0 is none: the operator's", cfg, none, op},
+		{"some where the operator set none: as asked", noneSet, some, someOfNone},
+		{"none where the operator set none: none", noneSet, none, opNone},
+		{"no limits: the operator's", cfg, `{}`, op},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := manifest.Parse("agent.json", strings.NewReader(tc.manifest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := New(nil, tc.cfg).limitsFor(m); got != tc.want {
+				t.Errorf("limits:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+
+	// The manifest asking for less sets every limit a manifest has, so
+	// that a limit added to manifests is added here too.
+	m, err := manifest.Parse("agent.json", strings.NewReader(less))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(m.Limits)
+	for i := range v.NumField() {
+		if v.Field(i).IsNil() {
+			t.Errorf("the manifest asking for less leaves out limits.%s", v.Type().Field(i).Name)
+		}
 	}
 }
