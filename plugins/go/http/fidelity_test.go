@@ -239,3 +239,39 @@ func TestTheHarnessRefusesASecretAgentrtWouldNotStartWith(t *testing.T) {
 		}
 	}
 }
+
+// A secret is filled in only for the destinations it is bound to: a
+// first request elsewhere is refused, naming the secret, and a redirect
+// to a granted destination it is not bound to goes on without the
+// header (as agentrt's client writes each hop's headers again), rather
+// than carrying the value there or failing.
+func TestTheHarnessFillsInASecretOnlyWhereItIsBound(t *testing.T) {
+	seen := map[string]string{}
+	host := newHost(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		seen[r.Host+r.URL.Path] = r.Header.Get("X-Key")
+		if r.URL.Path == "/v1/go" {
+			nethttp.Redirect(w, r, "/elsewhere", nethttp.StatusFound)
+		}
+	})
+	_, err := step(t, host, func(*agent.Step) (string, error) {
+		req, _ := http.NewRequest("GET", "https://other.test/v1/", nil)
+		req.Header.Set("X-Key", http.Secret("KEY"))
+		_, err := http.DefaultClient.Do(req)
+		if want := "no secret KEY is held for https://other.test/v1/"; !errors.Is(err, agent.ErrNotAllowed) || !strings.Contains(err.Error(), want) {
+			return "", fmt.Errorf("KEY to other.test: %v, want it refused: %s", err, want)
+		}
+		req, _ = http.NewRequest("GET", "https://api.test/v1/go", nil)
+		req.Header.Set("X-Key", http.Secret("KEY"))
+		if _, err := http.DefaultClient.Do(req); err != nil {
+			return "", fmt.Errorf("a redirect out of KEY's destination: %v, want it followed without KEY", err)
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"api.test/v1/go": key, "api.test/elsewhere": ""}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("the server got X-Key %v, want %v", seen, want)
+	}
+}
