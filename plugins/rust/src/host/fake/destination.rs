@@ -187,16 +187,15 @@ fn parse_web_url(raw: &str, grant: bool) -> Result<WebUrl, String> {
     if raw.contains('#') {
         return Err("the URL has a fragment (#…), which is never sent: leave it out".into());
     }
-    let (scheme, rest) = match raw.split_once("://") {
-        Some(pair) => pair,
-        None if grant => {
-            return Err(
+    let (scheme, rest) =
+        match raw.split_once("://") {
+            Some(pair) => pair,
+            None if grant => return Err(
                 "want a destination such as https://api.example.com or https://*.example.com/v1"
                     .into(),
-            )
-        }
-        None => return Err("the URL is not absolute: want http://… or https://…".into()),
-    };
+            ),
+            None => return Err("the URL is not absolute: want http://… or https://…".into()),
+        };
     let lower = scheme.to_ascii_lowercase();
     if lower != "http" && lower != "https" {
         return Err(if grant {
@@ -261,8 +260,7 @@ fn parse_web_url(raw: &str, grant: bool) -> Result<WebUrl, String> {
 /// What is wrong with the characters of a URL: each is printable ASCII
 /// that RFC 3986 allows, and each '%' starts an escape.
 fn url_chars(s: &str) -> Option<String> {
-    if s
-        .bytes()
+    if s.bytes()
         .any(|c| c <= b' ' || c >= 0x7f || b"\"<>\\^`{|}".contains(&c))
     {
         return Some(
@@ -485,10 +483,14 @@ mod tests {
     #[test]
     fn every_shared_case_is_read_as_the_host_reads_it() {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../abi/testdata/destinations");
-        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
         let mut n = 0;
         let mut wrong = Vec::new();
-        for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let parts: Vec<&str> = line.splitn(3, '\t').collect();
             assert_eq!(parts.len(), 3, "{:?}", line);
             let got = match parts[0] {
@@ -498,11 +500,20 @@ mod tests {
             };
             let got = got.unwrap_or_else(|e| format!("error: {}", e));
             if got != parts[2] {
-                wrong.push(format!("{} {:?}: {:?}, the host {:?}", parts[0], parts[1], got, parts[2]));
+                wrong.push(format!(
+                    "{} {:?}: {:?}, the host {:?}",
+                    parts[0], parts[1], got, parts[2]
+                ));
             }
             n += 1;
         }
         assert!(n > 1000, "{} cases", n);
-        assert!(wrong.is_empty(), "{} of {} read otherwise:\n{}", wrong.len(), n, wrong[..wrong.len().min(20)].join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "{} of {} read otherwise:\n{}",
+            wrong.len(),
+            n,
+            wrong[..wrong.len().min(20)].join("\n")
+        );
     }
 }

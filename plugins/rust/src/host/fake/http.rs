@@ -174,12 +174,8 @@ pub(crate) fn send(
     mut body: Vec<u8>,
     count: &mut dyn FnMut(usize) -> Result<(), Refusal>,
 ) -> Result<(Vec<u8>, Vec<u8>), Refusal> {
-    let setup = setup.ok_or_else(|| {
-        refuse(
-            abi::ERR_NOT_ALLOWED,
-            "outbound HTTP is not available here",
-        )
-    })?;
+    let setup =
+        setup.ok_or_else(|| refuse(abi::ERR_NOT_ALLOWED, "outbound HTTP is not available here"))?;
     count(setup.max_requests)?;
     let mut method = message["method"].as_str().unwrap_or("GET").to_string();
     if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"].contains(&method.as_str()) {
@@ -455,8 +451,7 @@ fn secret_names(value: &str) -> Result<Vec<String>, String> {
             && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
         if !valid {
             return Err(
-                "a secret placeholder names no valid secret (1 to 64 letters, digits and _)"
-                    .into(),
+                "a secret placeholder names no valid secret (1 to 64 letters, digits and _)".into(),
             );
         }
         names.push(name.to_string());
@@ -476,11 +471,7 @@ fn expand(setup: &Setup, h: &Header, t: &Target) -> Result<String, String> {
         rest = &rest[i + abi::SECRET_PREFIX.len()..];
         let j = rest.find(abi::SECRET_SUFFIX).unwrap(); // secret_names checked it
         let name = &rest[..j];
-        match setup
-            .secrets
-            .iter()
-            .find(|s| s.name == name && s.bound(t))
-        {
+        match setup.secrets.iter().find(|s| s.name == name && s.bound(t)) {
             Some(s) => out.push_str(&s.value),
             None => {
                 return Err(format!(
@@ -538,16 +529,14 @@ fn unescape(s: &[u8], query: bool) -> Vec<u8> {
     while i < s.len() {
         let hex = |c: u8| (c as char).to_digit(16);
         match s[i] {
-            b'%' if i + 2 < s.len() => {
-                match (hex(s[i + 1]), hex(s[i + 2])) {
-                    (Some(a), Some(b)) => {
-                        out.push((a * 16 + b) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < s.len() => match (hex(s[i + 1]), hex(s[i + 2])) {
+                (Some(a), Some(b)) => {
+                    out.push((a * 16 + b) as u8);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' if query => out.push(b' '),
             c => out.push(c),
         }

@@ -250,10 +250,12 @@ impl<'a> Checker<'a> {
                     return Ok(out);
                 }
                 b'\\' => self.escape(&mut out)?,
-                c if c < 0x20 => return Err(format!(
+                c if c < 0x20 => {
+                    return Err(format!(
                     "malformed JSON at byte {}: unescaped control character U+{:04X} in a string",
                     self.i, c
-                )),
+                ))
+                }
                 _ => match utf8_len(&self.b[self.i..]) {
                     None => return Err(format!("invalid UTF-8 at byte {}", self.i)),
                     Some(n) => {
