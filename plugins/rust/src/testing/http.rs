@@ -451,4 +451,55 @@ mod tests {
         let mut task = host.create_task("t").unwrap();
         assert_eq!(task.step("go").unwrap().output, "refused");
     }
+
+    /// A secret is filled in only for the destinations it is bound to: a
+    /// first request elsewhere is refused, naming the secret, and a
+    /// redirect to a granted destination it is not bound to goes on
+    /// without the header (as agentrt's client writes each hop's headers
+    /// again), rather than carrying the value there or failing.
+    #[test]
+    fn a_secret_is_filled_in_only_where_it_is_bound() {
+        use std::cell::RefCell;
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let log = seen.clone();
+        let mut host = Host::new(Handlers::step_only(|| {
+            exports::on_step(|_| {
+                let sent = http::get("https://other.test/v1/")
+                    .header("X-Key", &http::secret("KEY"))
+                    .send();
+                match sent {
+                    Err(e)
+                        if e.code() == Some(ErrorCode::NotAllowed)
+                            && e.message()
+                                .contains("no secret KEY is held for https://other.test/v1/") => {}
+                    other => return Err(format!("KEY to other.test: {:?}", other).into()),
+                }
+                http::get("https://api.test/v1/go")
+                    .header("X-Key", &http::secret("KEY"))
+                    .send()
+                    .map_err(|e| format!("a redirect out of KEY's destination: {:?}", e))?;
+                Ok(StepResult::output("ok"))
+            })
+        }));
+        host.allow_http("https://api.test")
+            .allow_http("https://other.test")
+            .secret("KEY", KEY, &["https://api.test/v1"])
+            .serve_http(move |req| {
+                log.borrow_mut().push(format!(
+                    "{} {}",
+                    req.path(),
+                    req.header("x-key").unwrap_or("-")
+                ));
+                if req.path() == "/v1/go" {
+                    return Reply::redirect(302, "/elsewhere");
+                }
+                Reply::text("ok")
+            });
+        let mut task = host.create_task("t").unwrap();
+        assert_eq!(task.step("go").unwrap().output, "ok");
+        assert_eq!(
+            *seen.borrow(),
+            [format!("/v1/go {}", KEY), "/elsewhere -".to_string()]
+        );
+    }
 }
