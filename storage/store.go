@@ -87,6 +87,8 @@ type core struct {
 	// closed once it has stopped (nil if it never started).
 	retryFirst time.Duration
 	retryDone  chan struct{}
+	// dbCacheKiB is each connection's page cache (Config.DBCacheBytes).
+	dbCacheKiB int64
 	writerState
 }
 
@@ -98,6 +100,13 @@ type Config struct {
 	// refused with protocol.EINSUFFICIENT. AutoMinFreeDisk: the smaller of
 	// 1 GiB and 5% of the file system. 0: no floor.
 	MinFreeDisk int64
+	// TaskCacheBytes bounds the tasks kept in memory to answer reads
+	// (taskCache): 0, DefaultTaskCacheBytes; NoTaskCache keeps none.
+	TaskCacheBytes int64
+	// DBCacheBytes bounds SQLite's page caches, the store's connections
+	// together, each holding an equal share (at least minDBCacheBytes):
+	// 0, DefaultDBCacheBytes.
+	DBCacheBytes int64
 	// Log receives what the store had to set aside rather than lose (a
 	// workspace file an upload's rollback could not put back) and errors
 	// nobody else sees.
@@ -107,6 +116,27 @@ type Config struct {
 	// for want of disk (0: interruptedRetry).
 	retryInterrupted time.Duration
 }
+
+const (
+	// DefaultTaskCacheBytes is Config.TaskCacheBytes's default: some
+	// 48,000 tasks of a short input.
+	DefaultTaskCacheBytes = 16 << 20
+	// NoTaskCache is the Config.TaskCacheBytes of a store that keeps no
+	// task in memory: every read queries the database.
+	NoTaskCache = -1
+	// DefaultDBCacheBytes is Config.DBCacheBytes's default, SQLite's own
+	// (2,000 KiB a connection) for the 8 connections of a 2-core machine.
+	DefaultDBCacheBytes = 16 << 20
+	// minDBCacheBytes is the least a connection's page cache holds.
+	minDBCacheBytes = 256 << 10
+)
+
+// Connections is how many connections to the database a store keeps
+// open: the writer's, and 2 readers a P (GOMAXPROCS). Each holds a page
+// cache of its own, DBCacheBytes / Connections().
+func Connections() int { return 1 + readConnections() }
+
+func readConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // Open opens (creating if needed) the data directory dir, takes its lock,
 // brings the database schema up to date and finishes or removes artifact
@@ -137,13 +167,24 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.TaskCacheBytes < 0 && cfg.TaskCacheBytes != NoTaskCache || cfg.DBCacheBytes < 0 {
+		lock.Close()
+		return nil, fmt.Errorf("open data directory %s: a negative cache size", dir)
+	}
+	if cfg.TaskCacheBytes == 0 {
+		cfg.TaskCacheBytes = DefaultTaskCacheBytes
+	}
+	if cfg.DBCacheBytes == 0 {
+		cfg.DBCacheBytes = DefaultDBCacheBytes
+	}
 	if cfg.retryInterrupted == 0 {
 		cfg.retryInterrupted = interruptedRetry
 	}
 	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, retryFirst: cfg.retryInterrupted, writerState: writerState{
-		cache:  newTaskCache(),
+		cache:  newTaskCache(max(cfg.TaskCacheBytes, 0)),
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}}
+	s.dbCacheKiB = max(cfg.DBCacheBytes/int64(Connections()), minDBCacheBytes) >> 10
 	if err := s.open(ctx, schema); err != nil {
 		s.Close()
 		return nil, err
@@ -158,6 +199,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	q.Set("_foreign_keys", "1")
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
+	q.Set("_pragma", fmt.Sprintf("cache_size(-%d)", s.dbCacheKiB))
 	var err error
 	if s.write, err = openDB("file:" + path + "?" + q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
@@ -184,7 +226,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	if s.read, err = openDB("file:" + path + "?" + q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	n := 2 * runtime.GOMAXPROCS(0)
+	n := readConnections()
 	s.readTxs = make(chan struct{}, n-1)
 	s.read.SetMaxOpenConns(n)
 	s.read.SetMaxIdleConns(n)

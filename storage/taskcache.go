@@ -32,8 +32,6 @@ const (
 	// additional input, metadata and artifacts, about): a larger task is
 	// read each time.
 	maxCachedTaskBytes = 64 << 10
-	// maxTaskCacheBytes bounds the cache's tasks together.
-	maxTaskCacheBytes = 16 << 20
 )
 
 // taskEffect is what a write does to the tasks the cache holds.
@@ -62,22 +60,25 @@ func changesTask(id string) taskEffect { return taskEffect{task: id} }
 type cachedTask struct {
 	agent string
 	task  protocol.Task
-	size  int
+	size  int64
 }
 
 type taskCache struct {
+	// limit bounds the cached tasks' sizes together (taskSize); 0 keeps
+	// none.
+	limit int64
 	mu    sync.Mutex
 	gen   uint64
 	tasks map[string]*cachedTask
-	bytes int
+	bytes int64
 	// pending counts, by task, the writes being committed that change it;
 	// pendingAll those that change any.
 	pending    map[string]int
 	pendingAll int
 }
 
-func newTaskCache() *taskCache {
-	return &taskCache{tasks: map[string]*cachedTask{}, pending: map[string]int{}}
+func newTaskCache(limit int64) *taskCache {
+	return &taskCache{limit: limit, tasks: map[string]*cachedTask{}, pending: map[string]int{}}
 }
 
 // get returns a copy of the agent's task id if the cache holds it; else
@@ -95,7 +96,7 @@ func (c *taskCache) get(agent, id string) (*protocol.Task, uint64) {
 // gen read it, unless a write changed the cache since or is changing t.
 func (c *taskCache) put(agent string, t *protocol.Task, gen uint64) {
 	size := taskSize(t)
-	if size > maxCachedTaskBytes {
+	if size > maxCachedTaskBytes || size > c.limit {
 		return
 	}
 	c.mu.Lock()
@@ -105,7 +106,7 @@ func (c *taskCache) put(agent string, t *protocol.Task, gen uint64) {
 	}
 	c.drop(t.TaskID)
 	for id := range c.tasks { // room, made by dropping tasks at random
-		if c.bytes+size <= maxTaskCacheBytes {
+		if c.bytes+size <= c.limit {
 			break
 		}
 		c.drop(id)
@@ -216,9 +217,11 @@ func cloneText(s *string) *string {
 	return &c
 }
 
-// taskSize is about what a cached copy of t holds, in bytes.
-func taskSize(t *protocol.Task) int {
-	n := 256 + len(t.AdditionalInput)
+// taskSize is about what a cached copy of t holds, in bytes: the heap a
+// cached task of a 5-byte input took, its map entry included, was 343
+// bytes (TestTheTaskCacheHoldsWhatItCounts).
+func taskSize(t *protocol.Task) int64 {
+	n := taskOverhead + len(t.AdditionalInput)
 	for _, s := range []*string{t.Input, t.Title, t.Description, t.Version} {
 		if s != nil {
 			n += len(*s)
@@ -228,5 +231,8 @@ func taskSize(t *protocol.Task) int {
 		a := &t.Artifacts[i]
 		n += 256 + len(a.FileName) + len(a.RelativePath) + len(a.URI)
 	}
-	return n
+	return int64(n)
 }
+
+// taskOverhead is what a cached task holds besides its text.
+const taskOverhead = 352

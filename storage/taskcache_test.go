@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -196,7 +197,7 @@ func TestTasksReadWhileStepsAreSavedEndAsStored(t *testing.T) {
 // task since the query began, or is changing it: it may be older than
 // the write, and the write's update would then be applied twice.
 func TestACacheKeepsNoTaskReadAcrossAWrite(t *testing.T) {
-	c := newTaskCache()
+	c := newTaskCache(DefaultTaskCacheBytes)
 	task := &protocol.Task{TaskID: "t", StepCount: 1, AdditionalInput: []byte("{}"), Artifacts: []protocol.Artifact{}}
 	step := taskEffect{task: "t", update: func(t *protocol.Task) { t.StepCount++ }}
 
@@ -269,9 +270,10 @@ func TestACacheKeepsNoTaskReadAcrossAWrite(t *testing.T) {
 }
 
 // A task too large to cache is read each time, and the cache holds at
-// most maxTaskCacheBytes however many tasks are read.
+// most its limit however many tasks are read.
 func TestTheTaskCacheIsBounded(t *testing.T) {
-	c := newTaskCache()
+	const limit = 1 << 20
+	c := newTaskCache(limit)
 	big := strings.Repeat("x", maxCachedTaskBytes)
 	_, gen := c.get("a", "big")
 	c.put("a", &protocol.Task{TaskID: "big", Input: &big}, gen)
@@ -279,16 +281,54 @@ func TestTheTaskCacheIsBounded(t *testing.T) {
 		t.Error("a task over maxCachedTaskBytes was cached")
 	}
 	input := strings.Repeat("y", maxCachedTaskBytes/2)
-	n := 4 * maxTaskCacheBytes / len(input)
+	n := 4 * limit / len(input)
 	for i := range n {
 		id := fmt.Sprint(i)
 		_, gen := c.get("a", id)
 		c.put("a", &protocol.Task{TaskID: id, Input: &input}, gen)
-		if c.bytes > maxTaskCacheBytes {
-			t.Fatalf("after %d tasks the cache holds %d bytes, over its %d", i+1, c.bytes, maxTaskCacheBytes)
+		if c.bytes > limit {
+			t.Fatalf("after %d tasks the cache holds %d bytes, over its %d", i+1, c.bytes, limit)
 		}
 	}
 	if len(c.tasks) == 0 || len(c.tasks) >= n {
 		t.Errorf("the cache holds %d of %d tasks", len(c.tasks), n)
+	}
+}
+
+// What the cache counts is what its tasks take of the heap, within a
+// quarter: the limit an operator sets (--task-cache) is the memory the
+// cache holds, not a fraction of it.
+func TestTheTaskCacheHoldsWhatItCounts(t *testing.T) {
+	const limit = 8 << 20
+	c := newTaskCache(limit)
+	in := "hello"
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	n := 0
+	for c.bytes+taskOverhead*2 < limit {
+		id := uuid.Must(uuid.NewV7()).String()
+		_, gen := c.get("a", id)
+		c.put("a", &protocol.Task{TaskID: id, Input: &in, AdditionalInput: []byte(`{"n":1}`), CreatedAt: time.Now()}, gen)
+		n++
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if ratio := float64(held) / float64(c.bytes); ratio < 0.75 || ratio > 1.25 {
+		t.Errorf("%d cached tasks took %d bytes of heap, counted as %d: %.2f times what is counted", n, held, c.bytes, ratio)
+	}
+	goruntime.KeepAlive(c)
+}
+
+// A cache with no room (--task-cache 0) keeps nothing: every read
+// queries the database.
+func TestATaskCacheOfNoBytesKeepsNothing(t *testing.T) {
+	c := newTaskCache(0)
+	in := "go"
+	_, gen := c.get("a", "t")
+	c.put("a", &protocol.Task{TaskID: "t", Input: &in}, gen)
+	if got, _ := c.get("a", "t"); got != nil || len(c.tasks) != 0 {
+		t.Errorf("a cache of no bytes kept a task: %+v", got)
 	}
 }
