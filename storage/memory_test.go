@@ -4,6 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // Each connection's page cache is its share of Config.DBCacheBytes: the
@@ -67,5 +72,31 @@ func TestANegativeCacheSizeIsRefused(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "negative cache size") {
 			t.Errorf("%+v: %v", cfg, err)
 		}
+	}
+}
+
+// Caches reports the bounds the store was opened with, and what its
+// cache of tasks holds as reads fill it.
+func TestCachesReportsTheBoundsAndWhatTheTaskCacheHolds(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir(), Config{TaskCacheBytes: 1 << 20, DBCacheBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	perConn := (int64(32<<20) / int64(Connections())) >> 10 << 10
+	if c := s.Caches(); c.Tasks != 0 || c.TasksLimit != 1<<20 || c.DBLimit != perConn*int64(Connections()) {
+		t.Errorf("caches of a new store: %+v, want none held, tasks' limit 1 MiB, the database's %d", c, perConn*int64(Connections()))
+	}
+	in := "hello"
+	task := &protocol.Task{TaskID: uuid.Must(uuid.NewV7()).String(), Input: &in, AdditionalInput: []byte("{}"), CreatedAt: time.Now()}
+	if err := s.CreateTask(ctx, task, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetTask(ctx, task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Caches(); c.Tasks <= 0 || c.Tasks > c.TasksLimit {
+		t.Errorf("after a read, the cache of tasks holds %d bytes, want more than none and at most %d", c.Tasks, c.TasksLimit)
 	}
 }

@@ -138,6 +138,22 @@ func Connections() int { return 1 + readConnections() }
 
 func readConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
+// Caches is what the store's caches hold and may hold, in bytes.
+type Caches struct {
+	// Tasks is what the cache of tasks holds (about, as a cached task is
+	// counted), TasksLimit the most it may (Config.TaskCacheBytes).
+	Tasks, TasksLimit int64
+	// DBLimit is the most SQLite's page caches may hold, the connections
+	// together: each connection's share of Config.DBCacheBytes, at least
+	// its least.
+	DBLimit int64
+}
+
+// Caches returns what the store's caches hold and may hold.
+func (s *Store) Caches() Caches {
+	return Caches{Tasks: s.cache.held(), TasksLimit: s.cache.limit, DBLimit: s.dbCacheKiB << 10 * int64(Connections())}
+}
+
 // Open opens (creating if needed) the data directory dir, takes its lock,
 // brings the database schema up to date and finishes or removes artifact
 // bytes a killed process left staged.

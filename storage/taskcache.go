@@ -236,3 +236,10 @@ func taskSize(t *protocol.Task) int64 {
 
 // taskOverhead is what a cached task holds besides its text.
 const taskOverhead = 352
+
+// held is what the cache holds now, as taskSize counts it.
+func (c *taskCache) held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/storage"
 )
 
 // Config is the server's configuration as one document: what "agentrt
@@ -28,7 +29,8 @@ import (
 // (protocol/httpapi), data the store (storage), limits each agent's
 // limits (runtime/fleet; named as a manifest names them), sandbox the
 // instances of every plugin together (runtime), egress outbound HTTP
-// (hostapi/egress, its policy file's document inline), log the server's
+// (hostapi/egress, its policy file's document inline), memory the
+// caches' bounds (storage) and the Go runtime's, log the server's
 // log, plugins what serve serves and the plugins' settings. Every flag
 // of run and serve is a field and every field a flag
 // (TestEveryFlagIsAFieldOfTheConfigurationAndBack); config.schema.json
@@ -42,6 +44,7 @@ import (
 type Config struct {
 	HTTP    HTTPConfig    `json:"http"`
 	Data    DataConfig    `json:"data"`
+	Memory  MemoryConfig  `json:"memory"`
 	Log     LogConfig     `json:"log"`
 	Limits  LimitsConfig  `json:"limits"`
 	Sandbox SandboxConfig `json:"sandbox"`
@@ -82,6 +85,14 @@ type DataConfig struct {
 	Dir         string        `json:"dir"`           // -data
 	Cache       string        `json:"cache"`         // -cache
 	MinFreeDisk diskFloorFlag `json:"min_free_disk"` // -min-free-disk
+}
+
+// MemoryConfig bounds what the server holds in memory besides its
+// plugins' instances (docs/MEMORY.md).
+type MemoryConfig struct {
+	TaskCache size `json:"task_cache"` // -task-cache
+	DBCache   size `json:"db_cache"`   // -db-cache
+	GoLimit   size `json:"go_limit"`   // -go-memory-limit
 }
 
 // LogConfig is the server's log.
@@ -161,8 +172,9 @@ func defaultConfig() *Config {
 			ShutdownTimeout:     duration(30 * time.Second),
 			CORS:                CORSConfig{Origins: []string{}, Methods: []string{}, Headers: []string{}, MaxAge: duration(10 * time.Minute)},
 		},
-		Data: DataConfig{Dir: "./agentrt-data", MinFreeDisk: diskFloorFlag{auto: true}},
-		Log:  LogConfig{Level: "info", Format: "text"},
+		Data:   DataConfig{Dir: "./agentrt-data", MinFreeDisk: diskFloorFlag{auto: true}},
+		Memory: MemoryConfig{TaskCache: storage.DefaultTaskCacheBytes, DBCache: storage.DefaultDBCacheBytes},
+		Log:    LogConfig{Level: "info", Format: "text"},
 		Limits: LimitsConfig{
 			CallTimeout:          duration(runtime.DefaultCallTimeout),
 			Memory:               size(runtime.DefaultMemoryLimitPages) * 64 << 10,

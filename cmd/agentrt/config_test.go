@@ -45,6 +45,9 @@ var configFlags = []configFlag{
 	{"data", "/srv/agentrt", "data.dir", `"/srv/agentrt"`},
 	{"cache", "/srv/cache", "data.cache", `"/srv/cache"`},
 	{"min-free-disk", "2GiB", "data.min_free_disk", `"2GiB"`},
+	{"task-cache", "64MiB", "memory.task_cache", `"64MiB"`},
+	{"db-cache", "0", "memory.db_cache", `0`},
+	{"go-memory-limit", "512MiB", "memory.go_limit", `536870912`},
 	{"log-level", "warn", "log.level", `"warn"`},
 	{"log-format", "json", "log.format", `"json"`},
 	{"call-timeout", "7s", "limits.call_timeout", `"7s"`},
@@ -213,7 +216,7 @@ func TestAFlagWinsOverTheFile(t *testing.T) {
 // is a value a flag would refuse; a flag's bad value names the flag.
 func TestABadConfigurationNamesTheField(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
-		{`{"htp":{}}`, "htp: unknown field (the configuration has http, data, log, limits, sandbox, egress, plugins)"},
+		{`{"htp":{}}`, "htp: unknown field (the configuration has http, data, memory, log, limits, sandbox, egress, plugins)"},
 		{`{"http":{"max_upload":1}}`, "http.max_upload: unknown field (http has addr, max_body,"},
 		{`{"HTTP":{}}`, `"HTTP": member names are case-sensitive; did you mean "http"?`},
 		{`{"http":{"max_uploads":"9"}}`, "http.max_uploads: want a whole number, not string"},

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -57,11 +58,17 @@ type runConfig struct {
 	maxTableEntries int
 	maxPluginSize   size
 	minFreeDisk     diskFloorFlag
-	bodyTimeout     time.Duration
-	minBodyRate     size
-	maxUploads      int
-	maxUploadsPer   int
-	debugAddr       string
+
+	// taskCache and dbCache bound the store's caches
+	// (storage.Config.TaskCacheBytes, DBCacheBytes; taskCache 0: none);
+	// goMemoryLimit is the Go runtime's soft memory limit, 0 for none.
+	taskCache, dbCache, goMemoryLimit int64
+
+	bodyTimeout   time.Duration
+	minBodyRate   size
+	maxUploads    int
+	maxUploadsPer int
+	debugAddr     string
 	// snapshots is whether plugins' calls start from a snapshot of their
 	// initialized state (runtime.Config.NoSnapshots).
 	snapshots bool
@@ -259,6 +266,9 @@ func runFlags(command string, doc *Config, cfg *runConfig, stderr io.Writer) *fl
 	fs.IntVar(&l.MaxTaskSteps, "max-task-steps", l.MaxTaskSteps, "steps one task may hold, planned ones included (0: no limit)")
 	fs.IntVar(&l.MaxTableEntries, "max-table-entries", l.MaxTableEntries, "entries a plugin instance's tables may hold in all (8 bytes of host memory each)")
 	fs.Var(&sb.MaxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
+	fs.Var(&doc.Memory.TaskCache, "task-cache", "memory (a `SIZE`) the store's cache of tasks may hold, to answer reads without the database (0: none)")
+	fs.Var(&doc.Memory.DBCache, "db-cache", "memory (a `SIZE`) SQLite's page caches may hold, the store's connections together (each takes at least 256KiB)")
+	fs.Var(&doc.Memory.GoLimit, "go-memory-limit", "a soft limit (a `SIZE`) of the Go runtime's own memory, its heap and stacks: near it, Go collects garbage more often (0: none, or $GOMEMLIMIT)")
 	fs.Var(&doc.Data.MinFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
 	fs.Var(&h.BodyTimeout, "body-timeout", "time (a `DURATION`) a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
 	fs.Var(&h.MinBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
@@ -393,6 +403,11 @@ func (cfg *runConfig) apply(doc *Config, fs *flag.FlagSet, fromFile egressFromFi
 	cfg.maxInstances, cfg.maxQueue, cfg.queueWait = sb.MaxInstances, sb.MaxQueue, time.Duration(sb.QueueWait)
 	cfg.maxPluginSize, cfg.snapshots = sb.MaxPluginSize, sb.Snapshots
 	cfg.minFreeDisk = doc.Data.MinFreeDisk
+	cfg.taskCache, cfg.dbCache, cfg.goMemoryLimit = int64(doc.Memory.TaskCache), int64(doc.Memory.DBCache), int64(doc.Memory.GoLimit)
+	if cfg.taskCache == 0 {
+		cfg.taskCache = storage.NoTaskCache
+	}
+	cfg.dbCache = max(cfg.dbCache, 1) // 0: the least a connection takes
 	cfg.bodyTimeout, cfg.minBodyRate = time.Duration(h.BodyTimeout), h.MinBodyRate
 	cfg.maxUploads, cfg.maxUploadsPer = h.MaxUploads, h.MaxUploadsPerClient
 	cfg.logFormat, cfg.accessLog, cfg.requireAuth = doc.Log.Format, h.AccessLog, h.RequireAuth
@@ -429,6 +444,9 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	}
 	stdlog, restoreStdLog := routeStdLog(log, cfg.egress.grants) // stdlog.go
 	defer restoreStdLog()
+	if cfg.goMemoryLimit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(cfg.goMemoryLimit))
+	}
 	srv, err := open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -610,7 +628,8 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 			return nil, fmt.Errorf("plugin %s is a directory, not a .wasm file", cfg.plugin)
 		}
 	}
-	store, err := storage.Open(ctx, cfg.dataDir, storage.Config{MinFreeDisk: cfg.minFreeDisk.bytes(), Log: log})
+	store, err := storage.Open(ctx, cfg.dataDir, storage.Config{MinFreeDisk: cfg.minFreeDisk.bytes(),
+		TaskCacheBytes: cfg.taskCache, DBCacheBytes: cfg.dbCache, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -629,6 +648,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	m := newMetrics(
 		func() float64 { running, _ := srv.fleet.Instances(); return float64(running) },
 		func() float64 { _, waiting := srv.fleet.Instances(); return float64(waiting) })
+	m.registry.MustRegister(newMemoryCollector(store.Caches))
 	srv.fleet = fleet.New(fleetStore{store}, cfg.fleetConfig(log, m))
 	if cfg.plugin != "" {
 		err = srv.fleet.OpenPlugin(ctx, cfg.plugin, cfg.name)
