@@ -27,9 +27,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 		logBytes = protocol.LogSize(t.Logs)
 	}
 	err = s.inTx(ctx, changesTask(t.TaskID), 2+len(planned)+len(artifacts), func(w db) error {
-		_, err := w.exec(
-			`INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
-			 VALUES (`+nextTaskSeq+`, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`,
+		_, err := w.exec(insertTask,
 			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent,
 			t.Title, t.Description, t.Version)
 		if err != nil {
@@ -53,6 +51,10 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	s.promoteAll(artifacts)
 	return nil
 }
+
+// insertTask inserts a task at its agent's next position.
+const insertTask = `INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
+	VALUES (` + nextTaskSeq + `, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`
 
 // nextTaskSeq is the seq of a new task: one past the highest a task holds
 // or a deleted task held (seq_floors), so that a seq is never given twice.
