@@ -96,8 +96,8 @@ func readCPUTicks(pid int) (uint64, error) {
 }
 
 // goMetrics are the Go runtime's figures the soak reads from the server's
-// /metrics.
-var goMetrics = []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_sys_bytes", "go_memstats_sys_bytes", "go_goroutines"}
+// /metrics, and the cache of tasks' size.
+var goMetrics = []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_sys_bytes", "go_memstats_sys_bytes", "go_goroutines", "agentrt_task_cache_bytes"}
 
 // parseMetrics reads the samples named in names from a Prometheus text
 // exposition ("name value" or "name{labels} value [timestamp]"; comments

@@ -211,6 +211,7 @@ func (r *runResult) memorySection(b *strings.Builder, a analysis) {
 	row("Go heap in use", func(s sample) float64 { return s.metric("go_memstats_heap_inuse_bytes") }, mib)
 	row("Go heap from the OS", func(s sample) float64 { return s.metric("go_memstats_heap_sys_bytes") }, mib)
 	row("Go runtime from the OS", func(s sample) float64 { return s.metric("go_memstats_sys_bytes") }, mib)
+	row("the cache of tasks (as counted)", func(s sample) float64 { return s.metric("agentrt_task_cache_bytes") }, mib)
 	p("\n![Descriptors, threads and goroutines over time](fds.svg)\n\n")
 	p("| figure | first sample | after the warm-up | last | max |\n|---|---:|---:|---:|---:|\n")
 	row("open fds", func(s sample) float64 { return float64(s.fds) }, count)
@@ -388,6 +389,7 @@ func (r *runResult) writePlots(dir string) error {
 				line("RssShmem", func(s sample) float64 { return mib(s.status.RssShmem) }),
 				line("Go heap in use", func(s sample) float64 { return s.metric("go_memstats_heap_inuse_bytes") / (1 << 20) }),
 				line("Go runtime from OS", func(s sample) float64 { return s.metric("go_memstats_sys_bytes") / (1 << 20) }),
+				line("task cache", func(s sample) float64 { return s.metric("agentrt_task_cache_bytes") / (1 << 20) }),
 			}}}},
 		"fds.svg": {title: "agentrt's descriptors, threads and goroutines", xLabel: xLabel, cols: 1, xRefs: xRefs, panels: []panel{{
 			title: "open at each sample", yLabel: "count", series: []series{
