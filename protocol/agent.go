@@ -28,7 +28,8 @@ type AgentConfig struct {
 }
 
 // Observer is told what an agent's handler calls did: what metrics count.
-// Its methods must be quick and safe for concurrent use.
+// Its methods must be quick and safe for concurrent use. One that is also
+// a TaskWaitObserver is told of the requests that wait for a busy task.
 type Observer interface {
 	// HandlerDone says that a call of handler h of agent ran for d and
 	// ended well (cause "") or failed for cause (a Cause constant).
@@ -66,6 +67,7 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 		cfg.RunningMarkDelay = DefaultRunningMarkDelay
 	}
 	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer, markDelay: cfg.RunningMarkDelay}
+	a.locks.observe(cfg.Name, cfg.Observer)
 	a.stopping, a.stop = context.WithCancelCause(context.Background())
 	if build != nil {
 		a.Serve(build)

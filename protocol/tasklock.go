@@ -14,6 +14,20 @@ import (
 // queue) requests wait for tasks in all.
 const MaxTaskWaiters = 8
 
+// TaskWaitObserver is told of the requests that wait for a busy task,
+// and of those refused because MaxTaskWaiters already wait: what shows
+// the bound in metrics. An AgentConfig.Observer that implements it is
+// told. Its methods are called on the request's goroutine, only when a
+// task is busy, and must be quick and safe for concurrent use.
+type TaskWaitObserver interface {
+	// TaskWaiting says that a request for a task of agent began (delta
+	// 1) or ended (-1) waiting for the request holding it.
+	TaskWaiting(agent string, delta int)
+	// TaskBusy says that a request for a task of agent was refused:
+	// MaxTaskWaiters requests already waited for it.
+	TaskBusy(agent string)
+}
+
 // taskLocks serialises work on one task while leaving other tasks free.
 type taskLocks struct {
 	mu sync.Mutex
@@ -21,6 +35,16 @@ type taskLocks struct {
 	// waiting, when set, is told of a lock about to wait for its task's
 	// holder: tests synchronise on it.
 	waiting func(taskID string)
+	// agent names the agent to observer, if any.
+	agent    string
+	observer TaskWaitObserver
+}
+
+// observe has o, if it is a TaskWaitObserver, told of agent's requests
+// that wait for a busy task or are refused.
+func (l *taskLocks) observe(agent string, o Observer) {
+	l.agent = agent
+	l.observer, _ = o.(TaskWaitObserver)
 }
 
 type taskLock struct {
@@ -54,6 +78,11 @@ func (l *taskLocks) enterBounded(taskID string, bounded bool) (unlock func(), er
 	}
 	if bounded && tl.refs > MaxTaskWaiters { // a holder and MaxTaskWaiters waiting
 		l.mu.Unlock()
+		if l.observer != nil {
+			l.observer.TaskBusy(l.agent)
+		}
+		// Nothing of the request was done: agentrt's clients (package
+		// client) send it again after RetryAfter.
 		return nil, &Error{Code: EUNAVAILABLE, RetryAfter: 1,
 			Message: fmt.Sprintf("task %s is busy: %d requests already wait for it, the most that may; retry when its step is done", taskID, MaxTaskWaiters)}
 	}
@@ -65,10 +94,16 @@ func (l *taskLocks) enterBounded(taskID string, bounded bool) (unlock func(), er
 // lock waits for tl, counted in its refs, and returns its unlock function.
 func (l *taskLocks) lock(taskID string, tl *taskLock) (unlock func()) {
 	if !tl.TryLock() {
+		if l.observer != nil {
+			l.observer.TaskWaiting(l.agent, 1)
+		}
 		if l.waiting != nil {
 			l.waiting(taskID)
 		}
 		tl.Lock()
+		if l.observer != nil {
+			l.observer.TaskWaiting(l.agent, -1)
+		}
 	}
 	return func() {
 		tl.Unlock()
