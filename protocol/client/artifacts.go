@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -69,13 +70,15 @@ func (c *Client) UploadURI(ctx context.Context, taskID, uri, fileName, relativeP
 	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("upload URI: %w", err)
 	}
-	req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts", &body)
-	if err != nil {
-		return nil, fmt.Errorf("upload URI: %w", err)
-	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Accept", "application/json")
-	res, err := c.send(req)
+	res, err := c.send(ctx, func() (*http.Request, error) {
+		req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts", bytes.NewReader(body.Bytes()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("Accept", "application/json")
+		return req, nil
+	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("upload URI to task %s: %w", taskID, err)
 	}
@@ -128,6 +131,11 @@ func (c *Client) AllArtifacts(ctx context.Context, taskID string) ([]Artifact, e
 // Content-Length, and r must hold exactly size bytes; a file that grows
 // or shrinks meanwhile fails the upload. A size of -1 sends the body
 // chunked. progress, if not nil, is told of each chunk of r sent.
+//
+// A refused upload (Client.MaxRetries) is sent again only when r can be
+// read again from where it was: when it is an io.Seeker whose Seek works
+// (an *os.File of a regular file, a bytes.Reader; not a pipe). progress
+// then counts again from 0. Any other r is sent once.
 func (c *Client) UploadArtifact(ctx context.Context, taskID, fileName, relativePath string, r io.Reader, size int64, progress Progress) (*Artifact, error) {
 	task, err := pathID("task", taskID)
 	if err != nil {
@@ -152,24 +160,47 @@ func (c *Client) UploadArtifact(ctx context.Context, taskID, fileName, relativeP
 	}
 	tail := framing.Bytes()
 
-	file := &uploadReader{r: r, size: size, progress: progress}
-	req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts",
-		io.MultiReader(bytes.NewReader(head), file, bytes.NewReader(tail)))
-	if err != nil {
-		return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
+	// The file can be sent again if it can be read again from here.
+	seeker, replayable := r.(io.Seeker)
+	var start int64
+	if replayable {
+		var err error
+		start, err = seeker.Seek(0, io.SeekCurrent)
+		replayable = err == nil
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Accept", "application/json")
-	if size >= 0 {
-		req.ContentLength = int64(len(head)) + size + int64(len(tail))
+	var file *uploadReader // the file as the latest sending reads it
+	newReq := func() (*http.Request, error) {
+		if file != nil {
+			// The transport may still read the last sending's body.
+			file.retire()
+			if _, err := seeker.Seek(start, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("rewind the file to send it again: %w", err)
+			}
+		}
+		file = &uploadReader{r: r, size: size, progress: progress}
+		req, err := c.newRequest(ctx, "POST", "/agent/tasks"+task+"/artifacts",
+			io.MultiReader(bytes.NewReader(head), file, bytes.NewReader(tail)))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("Accept", "application/json")
+		if size >= 0 {
+			req.ContentLength = int64(len(head)) + size + int64(len(tail))
+		}
+		return req, nil
 	}
-	res, err := c.send(req)
+	again := func() bool { return replayable && file.failure() == nil }
+	res, err := c.send(ctx, newReq, again)
 	if err == nil {
 		defer res.Body.Close()
 		var a Artifact
 		if err = decodeJSON(res.Body, &a); err == nil {
 			return &a, nil
 		}
+	}
+	if file == nil {
+		return nil, fmt.Errorf("upload artifact %s: %w", fileName, err)
 	}
 	if ferr := file.failure(); ferr != nil {
 		err = ferr // what went wrong reading the file, not how the transport reported it
@@ -179,18 +210,37 @@ func (c *Client) UploadArtifact(ctx context.Context, taskID, fileName, relativeP
 
 // uploadReader reads an upload's file, holding it to its size and telling
 // progress of each chunk. The transport reads it on a goroutine of its
-// own, which may outlive the request's answer.
+// own, which may outlive the request's answer: retire ends its reading
+// before the file is read again for another sending.
 type uploadReader struct {
 	r        io.Reader
 	size     int64 // -1: unknown
 	done     int64
 	progress Progress
 
+	reading sync.Mutex // held by Read, and by retire
+	retired bool
+
 	mu  sync.Mutex
 	err error // the file's own failure, if any
 }
 
+// errRetired is what the body of a sending that was replaced reads.
+var errRetired = errors.New("the upload is being sent again")
+
+// retire waits for a Read in progress and makes every later one fail.
+func (u *uploadReader) retire() {
+	u.reading.Lock()
+	defer u.reading.Unlock()
+	u.retired = true
+}
+
 func (u *uploadReader) Read(p []byte) (int, error) {
+	u.reading.Lock()
+	defer u.reading.Unlock()
+	if u.retired {
+		return 0, errRetired
+	}
 	if u.size >= 0 && u.done >= u.size {
 		// Whatever follows the promised bytes would be cut from the body
 		// unseen: make sure there is none.
@@ -251,25 +301,25 @@ func (c *Client) DownloadArtifact(ctx context.Context, taskID, artifactID string
 	return 0, fmt.Errorf("download artifact %s of task %s: %w", artifactID, taskID, err)
 }
 
+// download is sent again after refusals (retry.go): they come before any
+// byte reaches w.
 func (c *Client) download(ctx context.Context, path string, w io.Writer, progress Progress) (int64, error) {
-	req, err := c.newRequest(ctx, "GET", path, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Accept", "application/octet-stream")
 	hc := *c.httpClient()
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	res, err := hc.Do(req)
+	res, err := c.exchange(ctx, &hc, func() (*http.Request, error) {
+		req, err := c.newRequest(ctx, "GET", path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/octet-stream")
+		return req, nil
+	}, nil)
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case res.StatusCode >= 300 && res.StatusCode <= 399:
+	if res.StatusCode >= 300 && res.StatusCode <= 399 {
 		res.Body.Close()
 		return 0, &RedirectError{Status: res.StatusCode, Location: res.Header.Get("Location")}
-	case res.StatusCode < 200 || res.StatusCode > 299:
-		defer res.Body.Close()
-		return 0, errorOf(res)
 	}
 	defer res.Body.Close()
 	total := res.ContentLength

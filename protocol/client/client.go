@@ -7,6 +7,10 @@
 // The server is not trusted: JSON answers are read up to a limit, error
 // bodies are cut to a line, and SaveArtifact never writes outside the
 // directory it is given, whatever names the server sends.
+//
+// A request the server refuses for now (503 or 429 with Retry-After) is
+// sent again after the wait it asks for, within bounds (Client.MaxRetries,
+// Client.MaxRetryWait, the request's context): see retry.go for which.
 package client
 
 import (
@@ -19,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Prefix is where the protocol's routes sit under a server's base URL.
@@ -40,8 +45,31 @@ type Client struct {
 	APIKey string
 	// UserAgent, when set, is sent as the User-Agent header.
 	UserAgent string
+	// MaxRetries is how many times a request refused with 503 or 429 and
+	// a Retry-After header is sent again, each time after the wait the
+	// header asks for (seconds or a date; a backoff from 1 s when it
+	// cannot be read) plus a random part of it, so that many clients
+	// refused at once do not come back at once. 0 never retries; New
+	// sets DefaultMaxRetries. A refusal without Retry-After, or that
+	// says the request was recorded (agentrt's step interrupted by a
+	// shutdown), is not retried. JSON requests are always retried;
+	// UploadArtifact only when its file can be read again (an io.Seeker,
+	// such as an *os.File of a regular file); downloads until their
+	// first byte. A request retried out returns the last refusal, an
+	// *Error with the Retry-After it carried and how often it was sent
+	// again.
+	MaxRetries int
+	// MaxRetryWait bounds one wait before a retry: a Retry-After longer
+	// than it is not waited for, and the refusal is returned at once.
+	// New sets DefaultMaxRetryWait. A wait also ends, and the request
+	// with it, when the request's context does.
+	MaxRetryWait time.Duration
 
 	base string // the protocol's root, ending in Prefix
+	// afterFunc and nowFunc, when set, are the clock of retries in place
+	// of time.After and time.Now: tests wait on events, not on time.
+	afterFunc func(time.Duration) <-chan time.Time
+	nowFunc   func() time.Time
 }
 
 // New returns a client of the server at serverURL: either its base URL
@@ -73,7 +101,7 @@ func New(serverURL string) (*Client, error) {
 	if !strings.HasSuffix(u.Path, Prefix) {
 		u.Path += Prefix
 	}
-	return &Client{base: u.String()}, nil
+	return &Client{base: u.String(), MaxRetries: DefaultMaxRetries, MaxRetryWait: DefaultMaxRetryWait}, nil
 }
 
 // URL is the protocol's root the client sends requests under, ending in
@@ -92,13 +120,23 @@ type Error struct {
 	// StepID is the body's "step_id": agentrt names the step a plugin
 	// failure was recorded on.
 	StepID string
+	// RetryAfter is the wait the answer's Retry-After header asked for:
+	// 0 when it had none, or one that could not be read.
+	RetryAfter time.Duration
+	// Retries is how many times the request was sent again, after
+	// refusals, before this answer.
+	Retries int
 }
 
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return "the server answered " + e.Status
+	s := "the server answered " + e.Status
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return "the server answered " + e.Status + ": " + e.Message
+	if e.Retries > 0 {
+		s += fmt.Sprintf(" (sent %d times)", e.Retries+1)
+	}
+	return s
 }
 
 // maxErrorBodyBytes bounds what is read of an error body.
@@ -171,10 +209,11 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// send sends req and returns its answer if it is a 2xx; any other answer
-// is an *Error, its body read and closed.
-func (c *Client) send(req *http.Request) (*http.Response, error) {
-	res, err := c.httpClient().Do(req)
+// send sends the request newReq makes, again after refusals as exchange
+// does, and returns its answer if it is a 2xx; any other answer is an
+// *Error, its body read and closed.
+func (c *Client) send(ctx context.Context, newReq func() (*http.Request, error), again func() bool) (*http.Response, error) {
+	res, err := c.exchange(ctx, c.httpClient(), newReq, again)
 	if err != nil {
 		return nil, err
 	}
@@ -186,25 +225,32 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 }
 
 // doJSON sends a request with in (if not nil) as its JSON body and decodes
-// the JSON answer into out.
+// the JSON answer into out. Its body is bytes: it is sent again after a
+// refusal that asks for it (retry.go).
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := c.newRequest(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.send(req)
+	res, err := c.send(ctx, func() (*http.Request, error) {
+		var r io.Reader
+		if in != nil {
+			r = bytes.NewReader(body)
+		}
+		req, err := c.newRequest(ctx, method, path, r)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/json")
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, nil
+	}, nil)
 	if err != nil {
 		return err
 	}
