@@ -29,6 +29,8 @@ type serverMetrics struct {
 	failures       *prometheus.CounterVec
 	artifactBytes  *prometheus.CounterVec
 	compiles       *prometheus.CounterVec
+	taskWaiters    *prometheus.GaugeVec
+	taskBusy       *prometheus.CounterVec
 }
 
 // durationBuckets span what a request or a step takes: from half a
@@ -68,8 +70,22 @@ func newMetrics(instances, queued func() float64) *serverMetrics {
 			Name: "agentrt_plugin_compiles_total",
 			Help: "Plugins compiled, by how the compilation cache served them: hit, miss or off.",
 		}, []string{"cache"}),
+		taskWaiters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentrt_task_waiters",
+			Help: "Requests (steps, uploads) waiting now for a task another request holds, by agent.",
+		}, []string{"agent"}),
+		taskBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrt_task_busy_refusals_total",
+			Help: "Requests refused (503 with Retry-After) because agentrt_task_waiters_limit requests already waited for their task, by agent.",
+		}, []string{"agent"}),
 	}
+	limit := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "agentrt_task_waiters_limit",
+		Help: "The most requests that may wait for one task; beyond, a request is refused with 503 and Retry-After.",
+	})
+	limit.Set(protocol.MaxTaskWaiters)
 	m.registry.MustRegister(m.requests, m.requestSeconds, m.stepSeconds, m.failures, m.artifactBytes, m.compiles,
+		m.taskWaiters, m.taskBusy, limit,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "agentrt_plugin_instances",
 			Help: "Plugin instances running now.",
@@ -120,6 +136,16 @@ func (m *serverMetrics) HandlerDone(agent string, h protocol.Handler, d time.Dur
 	}
 }
 
+// TaskWaiting implements protocol.TaskWaitObserver.
+func (m *serverMetrics) TaskWaiting(agent string, delta int) {
+	m.taskWaiters.WithLabelValues(agent).Add(float64(delta))
+}
+
+// TaskBusy implements protocol.TaskWaitObserver.
+func (m *serverMetrics) TaskBusy(agent string) {
+	m.taskBusy.WithLabelValues(agent).Inc()
+}
+
 // PluginCompiled implements fleet.Metrics.
 func (m *serverMetrics) PluginCompiled(cache string) {
 	m.compiles.WithLabelValues(cache).Inc()
@@ -128,4 +154,6 @@ func (m *serverMetrics) PluginCompiled(cache string) {
 var (
 	_ httpapi.RequestObserver = (*serverMetrics)(nil)
 	_ fleet.Metrics           = (*serverMetrics)(nil)
+	// The fleet hands its Metrics to each agent as its protocol.Observer.
+	_ protocol.TaskWaitObserver = (*serverMetrics)(nil)
 )
