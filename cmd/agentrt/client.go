@@ -56,6 +56,13 @@ Flags of every command, before or after it:
   --json           print JSON (the protocol's objects) instead of text
   --timeout D      how long to wait for the server's answer to a call, or for an
                    upload or download to move on (default 5m; 0: no limit)
+  --retries N      how many times to send a call again when the server refuses it
+                   for now (503 or 429 with Retry-After: agentrt's answer when more
+                   requests wait for a task than it lets wait, or its instances or
+                   uploads are all taken), each time after the wait it asks for
+                   plus a random part (default 5; 0: never). A Retry-After over
+                   30s, or none, or a refusal that names a step it recorded, is
+                   not waited for; an upload from a pipe is sent once
 
 Run "agentrt client COMMAND --help" for a command's own flags. Put "--"
 before an INPUT that starts with "-". Errors go to stderr; the exit status
@@ -85,6 +92,7 @@ type clientFlags struct {
 	url, apiKey string
 	json        bool
 	timeout     time.Duration
+	retries     int
 }
 
 // add defines the flags on fs, with their current values as defaults.
@@ -93,6 +101,7 @@ func (f *clientFlags) add(fs *flag.FlagSet) {
 	fs.Var(secretFlag{&f.apiKey}, "api-key", "`KEY` sent as \"Authorization: Bearer KEY\"; $AGENTRT_API_KEY")
 	fs.BoolVar(&f.json, "json", f.json, "print JSON instead of text")
 	fs.DurationVar(&f.timeout, "timeout", f.timeout, "how long to wait for an answer, or for a transfer to move on (0: no limit)")
+	fs.IntVar(&f.retries, "retries", f.retries, "times to send a call again after a 503 or 429 with Retry-After (0: never)")
 }
 
 // secretFlag is a string flag whose value --help never shows.
@@ -215,7 +224,8 @@ type clientSession struct {
 
 // runClient runs "agentrt client" with args.
 func runClient(ctx context.Context, args []string, env clientEnv) error {
-	flags := clientFlags{url: defaultClientURL, apiKey: env.getenv("AGENTRT_API_KEY"), timeout: 5 * time.Minute}
+	flags := clientFlags{url: defaultClientURL, apiKey: env.getenv("AGENTRT_API_KEY"), timeout: 5 * time.Minute,
+		retries: client.DefaultMaxRetries}
 	if u := env.getenv("AGENTRT_URL"); u != "" {
 		flags.url = u
 	}
@@ -271,6 +281,8 @@ func runClient(ctx context.Context, args []string, env clientEnv) error {
 			strings.TrimSpace(name+" "+cmd.args))}
 	case flags.timeout < 0:
 		return &usageError{"bad --timeout: want 0 (no limit) or more"}
+	case flags.retries < 0:
+		return &usageError{"bad --retries: want 0 (never) or more"}
 	}
 	if err := s.opts.check(); err != nil {
 		return err
@@ -281,6 +293,7 @@ func runClient(ctx context.Context, args []string, env clientEnv) error {
 	}
 	c.APIKey = flags.apiKey
 	c.UserAgent = "agentrt-client/" + version
+	c.MaxRetries = flags.retries
 	s.c, s.flags = c, flags
 	return s.explain(ctx, cmd.run(ctx, s, positional))
 }
