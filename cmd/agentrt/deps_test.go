@@ -95,6 +95,7 @@ var allowedImports = map[string][]string{
 	"bench/sandbox":           {},
 	"bench/savestep":          {},
 	"bench/seed":              {},
+	"bench/soak":              {},
 	"bench/tasklist":          {},
 	"docs":                    {},
 }
