@@ -49,19 +49,7 @@ func TestTaskLocksTellTheObserverOfWaitersAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, MaxTaskWaiters)
-	for range MaxTaskWaiters {
-		go func() {
-			unlock, err := l.enter("t")
-			if err == nil {
-				unlock()
-			}
-			done <- err
-		}()
-	}
-	for range MaxTaskWaiters {
-		<-waiting
-	}
+	done := fillWaiters(&l, waiting)
 	if w, b, _ := obs.get(); w != MaxTaskWaiters || b != 0 {
 		t.Errorf("with %d waiting: told of %d waiting and %d refused", MaxTaskWaiters, w, b)
 	}

@@ -5,6 +5,26 @@ import (
 	"testing"
 )
 
+// fillWaiters sends MaxTaskWaiters requests for task "t", which another
+// holds, and returns once each waits (l.waiting reports on waiting);
+// each one's outcome arrives on the channel it returns once it ran.
+func fillWaiters(l *taskLocks, waiting <-chan string) <-chan error {
+	done := make(chan error, MaxTaskWaiters)
+	for range MaxTaskWaiters {
+		go func() {
+			unlock, err := l.enter("t")
+			if err == nil {
+				unlock()
+			}
+			done <- err
+		}()
+	}
+	for range MaxTaskWaiters {
+		<-waiting
+	}
+	return done
+}
+
 // The waiters of one task are counted, refused past MaxTaskWaiters, and
 // forgotten once they are done: the count does not leak.
 func TestTaskLocksRefuseWaitersPastTheBoundAndForgetThemAfter(t *testing.T) {
@@ -17,19 +37,7 @@ func TestTaskLocksRefuseWaitersPastTheBoundAndForgetThemAfter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: the first request was refused: %v", round, err)
 		}
-		done := make(chan error, MaxTaskWaiters)
-		for range MaxTaskWaiters {
-			go func() {
-				unlock, err := l.enter("t")
-				if err == nil {
-					unlock()
-				}
-				done <- err
-			}()
-		}
-		for range MaxTaskWaiters {
-			<-waiting
-		}
+		done := fillWaiters(&l, waiting)
 		_, err = l.enter("t")
 		var e *Error
 		if !errors.As(err, &e) || e.Code != EUNAVAILABLE || e.RetryAfter <= 0 {

@@ -87,7 +87,9 @@ type core struct {
 	// closed once it has stopped (nil if it never started).
 	retryFirst time.Duration
 	retryDone  chan struct{}
-	// dbCacheKiB is each connection's page cache (Config.DBCacheBytes).
+	// readers is the read pool's connections; dbCacheKiB each
+	// connection's page cache (Config.DBCacheBytes), the writer's too.
+	readers    int
 	dbCacheKiB int64
 	writerState
 }
@@ -151,7 +153,7 @@ type Caches struct {
 
 // Caches returns what the store's caches hold and may hold.
 func (s *Store) Caches() Caches {
-	return Caches{Tasks: s.cache.held(), TasksLimit: s.cache.limit, DBLimit: s.dbCacheKiB << 10 * int64(Connections())}
+	return Caches{Tasks: s.cache.held(), TasksLimit: s.cache.limit, DBLimit: s.dbCacheKiB << 10 * int64(1+s.readers)}
 }
 
 // Open opens (creating if needed) the data directory dir, takes its lock,
@@ -200,7 +202,8 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 		cache:  newTaskCache(max(cfg.TaskCacheBytes, 0)),
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}}
-	s.dbCacheKiB = max(cfg.DBCacheBytes/int64(Connections()), minDBCacheBytes) >> 10
+	s.readers = readConnections()
+	s.dbCacheKiB = max(cfg.DBCacheBytes/int64(1+s.readers), minDBCacheBytes) >> 10
 	if err := s.open(ctx, schema); err != nil {
 		s.Close()
 		return nil, err
@@ -242,7 +245,7 @@ func (s *Store) open(ctx context.Context, schema fs.FS) error {
 	if s.read, err = openDB("file:" + path + "?" + q.Encode()); err != nil {
 		return fmt.Errorf("open database %s: %w", path, err)
 	}
-	n := readConnections()
+	n := s.readers
 	s.readTxs = make(chan struct{}, n-1)
 	s.read.SetMaxOpenConns(n)
 	s.read.SetMaxIdleConns(n)

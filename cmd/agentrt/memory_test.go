@@ -3,34 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/agentrt/agentrt/storage"
 )
-
-// parseScrape reads a /metrics answer, in Prometheus' text format.
-func parseScrape(t testing.TB, body string) scrape {
-	t.Helper()
-	var out scrape
-	for _, line := range strings.Split(body, "\n") {
-		m := sampleLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		s := sample{name: m[1], labels: map[string]string{}, value: v}
-		for _, p := range labelPair.FindAllStringSubmatch(m[2], -1) {
-			s.labels[p[1]] = p[2]
-		}
-		out = append(out, s)
-	}
-	return out
-}
 
 // The memory bounds an operator sets are the ones the server holds to,
 // and /metrics shows them beside what is held: the cache of tasks and

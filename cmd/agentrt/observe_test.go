@@ -36,15 +36,21 @@ func (ts *testServer) scrapeMetrics() scrape {
 	if ct := res.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		ts.t.Fatalf("/metrics is %s, not Prometheus' text format", ct)
 	}
+	return parseScrape(ts.t, string(res.body))
+}
+
+// parseScrape reads a /metrics answer, in Prometheus' text format.
+func parseScrape(t testing.TB, body string) scrape {
+	t.Helper()
 	var out scrape
-	for _, line := range strings.Split(string(res.body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		m := sampleLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
 		v, err := strconv.ParseFloat(m[3], 64)
 		if err != nil {
-			ts.t.Fatalf("metric line %q: %v", line, err)
+			t.Fatalf("metric line %q: %v", line, err)
 		}
 		s := sample{name: m[1], labels: map[string]string{}, value: v}
 		for _, p := range labelPair.FindAllStringSubmatch(m[2], -1) {
