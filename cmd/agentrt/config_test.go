@@ -233,6 +233,7 @@ func TestABadConfigurationNamesTheField(t *testing.T) {
 		{`{"limits":{"memory":"1KiB"}}`, "bad limits.memory (FILE) 1KiB: want from 64KiB to 4GiB"},
 		{`{"http":{"max_uploads_per_client":0}}`, "bad http.max_uploads_per_client (FILE) 0: want -1"},
 		{`{"sandbox":{"max_instances":0}}`, "bad sandbox.max_instances (FILE) 0: want 1 or more"},
+		{`{"memory":{"go_limit":"1MiB"}}`, "bad memory.go_limit (FILE) 1MiB: want 0 (none) or at least 32MiB"},
 		{`{"log":{"level":"loud"}}`, `bad log.level (FILE) "loud"`},
 		{`{"limits":{"http_timeout":"0s"}}`, "bad limits.http_timeout (FILE) 0s: want more than 0s"},
 		{`{"egress":{"allow":["https://ok.example/","ftp://x"]}}`, `bad egress.allow[1] (FILE) "ftp://x"`},

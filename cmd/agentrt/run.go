@@ -268,7 +268,7 @@ func runFlags(command string, doc *Config, cfg *runConfig, stderr io.Writer) *fl
 	fs.Var(&sb.MaxPluginSize, "max-plugin-size", "limit (a `SIZE`) of a plugin file: compiling one costs the host memory in proportion")
 	fs.Var(&doc.Memory.TaskCache, "task-cache", "memory (a `SIZE`) the store's cache of tasks may hold, to answer reads without the database (0: none)")
 	fs.Var(&doc.Memory.DBCache, "db-cache", "memory (a `SIZE`) SQLite's page caches may hold, the store's connections together (each takes at least 256KiB)")
-	fs.Var(&doc.Memory.GoLimit, "go-memory-limit", "a soft limit (a `SIZE`) of the Go runtime's own memory, its heap and stacks: near it, Go collects garbage more often (0: none, or $GOMEMLIMIT)")
+	fs.Var(&doc.Memory.GoLimit, "go-memory-limit", "a soft limit (a `SIZE`) of the Go runtime's own memory, its heap and stacks: near it, Go collects garbage more often (0: none, or $GOMEMLIMIT; else at least 32MiB)")
 	fs.Var(&doc.Data.MinFreeDisk, "min-free-disk", "free space (a `SIZE`) writes leave on the data directory's disk; past it they get 507 (0: no floor)")
 	fs.Var(&h.BodyTimeout, "body-timeout", "time (a `DURATION`) a request body may take to arrive, plus a second per -min-body-rate bytes; slower clients get 408")
 	fs.Var(&h.MinBodyRate, "min-body-rate", "bytes (a `SIZE`) per second a request body must arrive at, after -body-timeout")
@@ -373,6 +373,11 @@ func (cfg *runConfig) apply(doc *Config, fs *flag.FlagSet, fromFile egressFromFi
 	}
 	if pages := int64(l.Memory) / (64 << 10); pages < 1 || pages > 65536 {
 		return &usageError{fmt.Sprintf("bad %s %s: want from 64KiB to 4GiB", name("memory", "limits.memory"), &l.Memory)}
+	}
+	// A soft limit below what a serving agentrt holds live would have Go
+	// collect without end (at up to half the CPU): refused, not obeyed.
+	if g := doc.Memory.GoLimit; g != 0 && g < minGoMemoryLimit {
+		return &usageError{fmt.Sprintf("bad %s %s: want 0 (none) or at least %dMiB", name("go-memory-limit", "memory.go_limit"), &g, minGoMemoryLimit>>20)}
 	}
 	// What a flag checked as it was read, a file's value is checked here.
 	for _, o := range h.CORS.Origins {
@@ -727,6 +732,10 @@ func unwrapSyscall(err error) error {
 	}
 	return err
 }
+
+// minGoMemoryLimit is the least --go-memory-limit takes: a few times the
+// live heap of a serving agentrt with its caches at their defaults.
+const minGoMemoryLimit = 32 << 20
 
 // diskFloorFlag is -min-free-disk: a size, or "auto", the default: the
 // smaller of 1 GiB and 5% of the data directory's file system.
