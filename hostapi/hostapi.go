@@ -48,6 +48,15 @@ type Host interface {
 	// later line is refused the same way. Bytes that are not UTF-8 are
 	// kept, replaced by U+FFFD.
 	Log(level string, message []byte) error
+	// Progress reports how far the step handler has come (progress): a
+	// message and, when output is not empty, the step's output so far;
+	// both may be the plugin's memory, and are within the ABI's size
+	// limits. It becomes the task's next step.progress event.
+	// ErrNotAllowed outside the step handler; ErrLimit once the call's
+	// log limit is reached, which a report counts against as a log line
+	// of its text would. Bytes that are not UTF-8 are kept, replaced by
+	// U+FFFD.
+	Progress(ctx context.Context, message, output []byte) error
 	// CreateArtifact stages an artifact (artifact_create) and returns its
 	// id: the bytes of data, or of the workspace file spec.WorkspacePath,
 	// or a URI artifact, with no bytes. It is recorded, linked to the
@@ -192,6 +201,7 @@ func Instantiate(ctx context.Context, r wazero.Runtime, cfg Config) error {
 		{abi.FuncHTTPResponse, 2, f.httpResponse},
 		{abi.FuncHTTPResponseBody, 2, f.httpResponseBody},
 		{abi.FuncArtifactFetch, 4, f.artifactFetch},
+		{abi.FuncProgress, 4, f.progress},
 	} {
 		impl, name := fn.impl, fn.name
 		params := make([]api.ValueType, fn.params)

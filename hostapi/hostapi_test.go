@@ -36,6 +36,8 @@ type fakeHost struct {
 	// effects counts BeforeEffect's calls; effectErr is what it answers.
 	effects   int
 	effectErr error
+	// progress are the reports, message and output, progress made.
+	progress [][2]string
 }
 
 func newFakeHost() *fakeHost {
@@ -60,6 +62,11 @@ func (h *fakeHost) Log(level string, msg []byte) error {
 		return protocol.Errorf(protocol.EUNPROCESSABLE, "unknown log level %q", level)
 	}
 	h.logs = append(h.logs, level+":"+string(msg))
+	return nil
+}
+
+func (h *fakeHost) Progress(ctx context.Context, msg, out []byte) error {
+	h.progress = append(h.progress, [2]string{string(msg), string(out)})
 	return nil
 }
 

@@ -51,6 +51,8 @@ type Agent struct {
 	markDelay time.Duration
 	locks     taskLocks
 	tasks     taskCalls
+	// feed brings watchers the events of their tasks.
+	feed feed
 	// stopping is cancelled by Interrupt, with the reason as its cause:
 	// every handler call runs under it.
 	stopping context.Context
@@ -68,6 +70,7 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 	}
 	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer, markDelay: cfg.RunningMarkDelay}
 	a.locks.observe(cfg.Name, cfg.Observer)
+	a.feed.store = store
 	a.stopping, a.stop = context.WithCancelCause(context.Background())
 	if build != nil {
 		a.Serve(build)

@@ -51,6 +51,9 @@ type Call struct {
 	// mark is a step call's running mark, written before what outlasts
 	// the call (BeforeEffect); nil for other calls.
 	mark *runningMark
+	// events are a step call's progress and log events; nil for other
+	// calls.
+	events *stepEvents
 }
 
 // newCall starts a call of the handler in.Handler of build b.

@@ -48,6 +48,7 @@ func (c *Call) addLog(level string, message []byte) error {
 		c.logFull = true
 		c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: "warn",
 			Message: fmt.Sprintf("log limit of %d bytes reached; later lines dropped", max)})
+		c.logEvent()
 		return Errorf(ETOOLARGE, "the log limit of %d bytes was reached", max)
 	}
 	c.logBytes += size
@@ -55,7 +56,16 @@ func (c *Call) addLog(level string, message []byte) error {
 		message = bytes.ToValidUTF8(message, []byte("\uFFFD"))
 	}
 	c.logs = append(c.logs, LogRecord{Time: time.Now(), Level: level, Message: string(message)})
+	c.logEvent()
 	return nil
+}
+
+// logEvent makes the log record just kept a step.log event, in a step's
+// call.
+func (c *Call) logEvent() {
+	if c.events != nil {
+		c.events.add(logEvent(c.step, c.logs[len(c.logs)-1]))
+	}
 }
 
 // Stdout and Stderr receive what the plugin writes to its standard output

@@ -31,6 +31,7 @@ const (
 	EUNAUTHORIZED  = "unauthorized"          // 401: no API key, or one that is not valid
 	EFORBIDDEN     = "forbidden"             // 403: an API key that may not use this agent
 	EINTERRUPTED   = "interrupted"           // 503: the server stopped (shut down or died) while a step ran
+	ECANCELLED     = "cancelled"             // 409: a client cancelled the step while it ran
 )
 
 // Error is a domain error: a code clients and callers may branch on and a

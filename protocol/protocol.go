@@ -44,6 +44,9 @@ type Task struct {
 	StepCount int `json:"-"`
 	// PlannedLeft is whether the task holds planned steps not yet run.
 	PlannedLeft bool `json:"-"`
+	// Events are the events CreateTask records with the task (its
+	// planned steps'), each given its id (EventStore).
+	Events []Event `json:"-"`
 }
 
 // StepStatus is a step's lifecycle state.
@@ -84,6 +87,9 @@ type Step struct {
 	Logs      []LogRecord `json:"-"`
 	// PluginTime is the wall-clock time the step's handler call used.
 	PluginTime time.Duration `json:"-"`
+	// Events are the events StartStep and SaveStep record with the step,
+	// in the same transaction, each given its id (EventStore).
+	Events []Event `json:"-"`
 }
 
 // StepBuild names the agent and the build of its plugin that ran a step.

@@ -32,6 +32,10 @@ type runningMark struct {
 	timer *time.Timer
 	// failed is told why the mark the delay asked for was not written.
 	failed func(error)
+	// events, the step's, are recorded with the mark (Step.Events), and
+	// told once it is written (stepEvents.marked).
+	events []Event
+	live   *stepEvents
 
 	mu      sync.Mutex
 	settled bool // written, or ended unwritten
@@ -42,8 +46,12 @@ type runningMark struct {
 // run under ctx: at once for a planned step (an error is the step's: it
 // must not run), after delay for a new one (failed is told if that write
 // fails). The caller must end it.
-func markRunning(ctx context.Context, store Store, step *Step, delay time.Duration, failed func(error)) (*runningMark, error) {
-	m := &runningMark{store: store, ctx: ctx, step: step, failed: failed}
+func markRunning(ctx context.Context, store Store, step *Step, live *stepEvents, delay time.Duration, failed func(error)) (*runningMark, error) {
+	m := &runningMark{store: store, ctx: ctx, step: step, failed: failed, live: live}
+	if !step.Planned {
+		m.events = append(m.events, StepEvent(EventStepCreated, step, nil))
+	}
+	m.events = append(m.events, StepEvent(EventStepRunning, step, nil))
 	if step.Planned || delay <= 0 {
 		if err := m.write(); err != nil {
 			return nil, err
@@ -69,10 +77,14 @@ func (m *runningMark) write() error {
 	if m.settled {
 		return nil
 	}
-	if err := m.store.StartStep(m.ctx, m.step); err != nil {
+	m.step.Events = m.events
+	err := m.store.StartStep(m.ctx, m.step)
+	m.step.Events = nil
+	if err != nil {
 		return err
 	}
 	m.settled, m.written = true, true
+	m.live.marked()
 	return nil
 }
 

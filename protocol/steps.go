@@ -103,6 +103,26 @@ type stepRun struct {
 	// err is the failure as the server log tells it: the plugin's own,
 	// before it was named and cut.
 	err error
+	// marked is whether the step's running mark was written, with its
+	// step.created and step.running events.
+	marked bool
+}
+
+// events are the events recorded with the step of run as it ends: those
+// of its call not yet recorded, the artifacts it created and its end
+// (ev), after its step.created if its mark recorded none.
+func (run *stepRun) events(ev Event) []Event {
+	var evs []Event
+	if !run.marked && !run.step.Planned {
+		evs = append(evs, StepEvent(EventStepCreated, run.step, nil))
+	}
+	evs = append(evs, run.call.events.finish()...)
+	for i := range run.call.artifacts {
+		if run.failure == nil {
+			evs = append(evs, ArtifactEvent(run.step.TaskID, &run.call.artifacts[i]))
+		}
+	}
+	return append(evs, ev)
 }
 
 // runStep runs step, of task, through the step handler of build b, with
@@ -113,7 +133,13 @@ type stepRun struct {
 func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody) (run *stepRun, err error) {
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
-	mark, err := markRunning(ctx, a.store, step, a.markDelay, func(err error) {
+	events := newStepEvents(ctx, a, step)
+	defer func() {
+		if run == nil {
+			events.finish() // nothing of the call is recorded
+		}
+	}()
+	mark, err := markRunning(ctx, a.store, step, events, a.markDelay, func(err error) {
 		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", task.TaskID, "step_id", step.StepID, "err", err)
 	})
 	if err != nil {
@@ -121,7 +147,7 @@ func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, 
 	}
 	defer mark.end() // whatever happens, no mark is written after the step
 	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step, Request: req})
-	call.mark = mark
+	call.mark, call.events = mark, events
 	defer func() {
 		if run == nil {
 			call.discard() // nothing of the call is recorded
@@ -134,7 +160,7 @@ func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, 
 		err = readStepResult(call, code, step)
 	}
 	a.observe(HandlerStep, elapsed, err)
-	run = &stepRun{step: step, call: call}
+	run = &stepRun{step: step, call: call, marked: marked}
 	stopped := stopCause(ctx)
 	if err := run.end(err, stopped); err != nil {
 		if marked && stopped == nil {
@@ -183,7 +209,9 @@ func readStepResult(call *Call, code int32, step *Step) error {
 func (a *Agent) abandonStep(ctx context.Context, step *Step) {
 	if err := a.store.AbandonStep(context.WithoutCancel(ctx), step); err != nil {
 		a.log.WarnContext(ctx, "undoing the mark of a step that did not run", "task_id", step.TaskID, "step_id", step.StepID, "err", err)
+		return
 	}
+	a.feed.notify(ctx, step.TaskID)
 }
 
 // recordStep records the step of run, with its log, and returns it; or,
@@ -197,10 +225,14 @@ func (a *Agent) recordStep(ctx context.Context, run *stepRun) (*Step, error) {
 		return nil, a.recordFailure(ctx, run)
 	}
 	step.Artifacts = call.artifacts
-	if err := a.store.SaveStep(context.WithoutCancel(ctx), step, call.artifacts); err != nil {
+	step.Events = run.events(StepEvent(EventStepCompleted, step, nil))
+	err := a.store.SaveStep(context.WithoutCancel(ctx), step, call.artifacts)
+	step.Events = nil
+	if err != nil {
 		return nil, err
 	}
 	call.recorded()
+	a.feed.notify(ctx, step.TaskID)
 	return step, nil
 }
 
@@ -216,9 +248,17 @@ func (a *Agent) recordFailure(ctx context.Context, run *stepRun) error {
 	step.Output = nil
 	step.IsLast = false
 	step.AdditionalOutput = FailureOutput(e)
-	if err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil); err != nil {
+	end := EventStepFailed
+	if e.Code == ECANCELLED {
+		end = EventStepCancelled
+	}
+	step.Events = run.events(StepEvent(end, step, e))
+	err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil)
+	step.Events = nil
+	if err != nil {
 		return err
 	}
+	a.feed.notify(ctx, step.TaskID)
 	a.log.WarnContext(ctx, "step handler failed", "task_id", step.TaskID, "step_id", step.StepID, "err", logText(run.err))
 	e.StepID = step.StepID
 	return run.failure

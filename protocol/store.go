@@ -19,6 +19,7 @@ type Store interface {
 	BlobStore
 	WorkspaceStore
 	DiskFloor
+	EventStore
 }
 
 // TaskStore records tasks.

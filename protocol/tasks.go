@@ -90,7 +90,10 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		log := fitTaskLog(&b.Limits, t, call.logs)
 		t.Logs, t.LogBytes = log.Records, log.Bytes
 		t.Artifacts = call.artifacts
-		if err := a.store.CreateTask(ctx, t, planned, t.Artifacts); err != nil {
+		t.Events = createdEvents(t, planned)
+		err = a.store.CreateTask(ctx, t, planned, t.Artifacts)
+		t.Events = nil
+		if err != nil {
 			return nil, err
 		}
 		created = true
@@ -101,6 +104,20 @@ func (a *Agent) CreateTask(ctx context.Context, body TaskRequestBody) (*Task, er
 		return nil, err
 	}
 	return t, nil
+}
+
+// createdEvents are the events of task t created with its planned steps
+// and its task handler's artifacts: nobody watches a task not yet made,
+// but a client reading its log from the start sees them.
+func createdEvents(t *Task, planned []Step) []Event {
+	var evs []Event
+	for i := range planned {
+		evs = append(evs, StepEvent(EventStepCreated, &planned[i], nil))
+	}
+	for i := range t.Artifacts {
+		evs = append(evs, ArtifactEvent(t.TaskID, &t.Artifacts[i]))
+	}
+	return evs
 }
 
 // fitTaskLog returns what of a call's log records fits in what is left of
@@ -200,6 +217,7 @@ func (a *Agent) UpdateTask(ctx context.Context, taskID string, patch TaskPatch) 
 		if err := a.store.UpdateTask(ctx, taskID, patch); err != nil {
 			return nil, err
 		}
+		a.feed.notify(ctx, taskID)
 	}
 	return a.store.GetTask(ctx, taskID)
 }
@@ -220,7 +238,11 @@ func (a *Agent) DeleteTask(ctx context.Context, taskID string) error {
 	defer done()
 	unlock := a.locks.enterAlways(taskID)
 	defer unlock()
-	return a.store.DeleteTask(context.WithoutCancel(ctx), taskID)
+	if err := a.store.DeleteTask(context.WithoutCancel(ctx), taskID); err != nil {
+		return err
+	}
+	a.feed.deletedTask(taskID)
+	return nil
 }
 
 // TaskSummaries summarises the steps of each task: see StepSummary.

@@ -239,6 +239,7 @@ func (u *Upload) commit(ctx context.Context, art *Artifact) (*Artifact, error) {
 		rollback()
 		return nil, err
 	}
+	a.feed.notify(ctx, u.taskID)
 	if call != nil {
 		call.recorded()
 	}

@@ -93,13 +93,25 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 		if err := appendTaskLog(w, taskID, records, log.Bytes); err != nil {
 			return err
 		}
-		return insertArtifacts(w, artifacts)
+		if err := insertArtifacts(w, artifacts); err != nil {
+			return err
+		}
+		return s.recordEvents(w, taskID, artifactEvents(taskID, artifacts))
 	})
 	if err != nil {
 		return fmt.Errorf("add artifacts: %w", err)
 	}
 	s.promoteAll(artifacts)
 	return nil
+}
+
+// artifactEvents are the events of artifacts of task taskID created.
+func artifactEvents(taskID string, artifacts []protocol.Artifact) []protocol.Event {
+	evs := make([]protocol.Event, len(artifacts))
+	for i := range artifacts {
+		evs[i] = protocol.ArtifactEvent(taskID, &artifacts[i])
+	}
+	return evs
 }
 
 // GetArtifact returns an artifact of a task, or protocol.ENOTFOUND when the

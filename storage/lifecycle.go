@@ -40,7 +40,7 @@ func (s *Store) UpdateTask(ctx context.Context, taskID string, patch protocol.Ta
 		} else if n == 0 {
 			return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
 		}
-		return nil
+		return s.recordEvents(w, taskID, []protocol.Event{protocol.TaskUpdatedEvent(taskID, patch)})
 	})
 	if err != nil {
 		return fmt.Errorf("update task: %w", err)
@@ -79,6 +79,8 @@ func (s *Store) deleteTaskRows(ctx context.Context, taskID string) error {
 			`DELETE FROM artifacts WHERE task_id = ?`,
 			`DELETE FROM steps WHERE task_id = ?`,
 			`DELETE FROM task_logs WHERE task_id = ?`,
+			`DELETE FROM events WHERE task_id = ?`,
+			`DELETE FROM event_usage WHERE task_id = ?`,
 			`INSERT INTO seq_floors (name, seq) SELECT 'tasks', seq FROM tasks WHERE id = ?
 				ON CONFLICT (name) DO UPDATE SET seq = max(seq, excluded.seq)`,
 			`DELETE FROM tasks WHERE id = ?`,

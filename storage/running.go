@@ -37,7 +37,7 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 			} else if n == 0 {
 				return protocol.Errorf(protocol.ENOTFOUND, "step %q of task %q is no longer planned", st.StepID, st.TaskID)
 			}
-			return nil
+			return s.recordEvents(w, st.TaskID, st.Events)
 		}
 		if err := taskExists(w, st.TaskID, s.agent); err != nil {
 			return err
@@ -45,7 +45,10 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 		if err := insertStep(w, st, nil); err != nil {
 			return err
 		}
-		return addTaskUsage(w, st.TaskID, 0, 1)
+		if err := addTaskUsage(w, st.TaskID, 0, 1); err != nil {
+			return err
+		}
+		return s.recordEvents(w, st.TaskID, st.Events)
 	})
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
@@ -55,11 +58,19 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 
 // AbandonStep undoes StartStep for a step whose handler never ran.
 func (s *Store) AbandonStep(ctx context.Context, st *protocol.Step) error {
+	// Its events stay (ids never go back): one more says it did not run.
+	abandoned := []protocol.Event{protocol.StepEvent(protocol.EventStepAbandoned, st, nil)}
 	err := s.inTxUnsynced(ctx, changesTask(st.TaskID), 2, func(w db) error {
 		if st.Planned {
-			_, err := w.exec(`UPDATE steps SET status = 'created', agent = NULL, build = NULL
+			res, err := w.exec(`UPDATE steps SET status = 'created', agent = NULL, build = NULL
 				WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
-			return err
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return err
+			}
+			return s.recordEvents(w, st.TaskID, abandoned)
 		}
 		res, err := w.exec(`DELETE FROM steps WHERE id = ? AND task_id = ? AND status = 'running'`, st.StepID, st.TaskID)
 		if err != nil {
@@ -68,7 +79,10 @@ func (s *Store) AbandonStep(ctx context.Context, st *protocol.Step) error {
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		return addTaskUsage(w, st.TaskID, 0, -1)
+		if err := addTaskUsage(w, st.TaskID, 0, -1); err != nil {
+			return err
+		}
+		return s.recordEvents(w, st.TaskID, abandoned)
 	})
 	if err != nil {
 		return fmt.Errorf("abandon step: %w", err)
@@ -239,6 +253,9 @@ func (s *Store) markInterrupted(w *writer) error {
 	}
 	var n int64
 	req := &writeReq{effect: noTasks, rows: len(ids), done: make(chan error, 1), fn: func(w db) error {
+		if err := s.recordInterrupted(w, string(list)); err != nil {
+			return err
+		}
 		res, err := w.exec(`UPDATE steps SET status = 'completed', output = NULL, additional_output = ?, is_last = 0, updated_at = ?
 			WHERE status = 'running' AND id IN (SELECT value FROM json_each(?))`, interruptedOutput, millis(time.Now()), string(list))
 		if err != nil {
@@ -257,6 +274,37 @@ func (s *Store) markInterrupted(w *writer) error {
 	} else {
 		s.log.Info("the disk has room again: steps running when the last process stopped are now recorded as failed (interrupted)",
 			"steps", n, "waited", time.Since(time.Unix(0, since)).Round(time.Second).String())
+	}
+	return nil
+}
+
+// recordInterrupted records the step.failed event of each step of list (a
+// JSON array of ids) still running, before it is marked interrupted.
+func (s *Store) recordInterrupted(w db, list string) error {
+	rows, err := w.query(`SELECT id, task_id, name FROM steps WHERE status = 'running' AND id IN (SELECT value FROM json_each(?))`, list)
+	if err != nil {
+		return err
+	}
+	var steps []protocol.Step
+	for rows.Next() {
+		var st protocol.Step
+		var name sql.NullString
+		if err := rows.Scan(&st.StepID, &st.TaskID, &name); err != nil {
+			rows.Close()
+			return err
+		}
+		st.Name, st.Status = nullString(name), protocol.StatusCompleted
+		steps = append(steps, st)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	why := &protocol.Error{Code: protocol.EINTERRUPTED, Message: interruptedMessage}
+	for i := range steps {
+		ev := protocol.StepEvent(protocol.EventStepFailed, &steps[i], why)
+		if err := s.recordEvents(w, steps[i].TaskID, []protocol.Event{ev}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

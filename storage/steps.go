@@ -68,7 +68,10 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		if err := addTaskUsage(w, st.TaskID, st.PluginTime, added); err != nil {
 			return err
 		}
-		return insertArtifacts(w, artifacts)
+		if err := insertArtifacts(w, artifacts); err != nil {
+			return err
+		}
+		return s.recordEvents(w, st.TaskID, st.Events)
 	})
 	if err != nil {
 		return fmt.Errorf("save step: %w", err)

@@ -91,6 +91,8 @@ type core struct {
 	// connection's page cache (Config.DBCacheBytes), the writer's too.
 	readers    int
 	dbCacheKiB int64
+	// events bounds each task's event log.
+	events protocol.EventBounds
 	writerState
 }
 
@@ -109,6 +111,10 @@ type Config struct {
 	// together, each holding an equal share (at least minDBCacheBytes):
 	// 0, DefaultDBCacheBytes.
 	DBCacheBytes int64
+	// EventBounds bound each task's event log (protocol.EventBounds):
+	// zero fields take protocol.DefaultEventBounds'. A Count below 1 or
+	// Bytes below MinEventBytes is refused: a bound never switches off.
+	EventBounds protocol.EventBounds
 	// Log receives what the store had to set aside rather than lose (a
 	// workspace file an upload's rollback could not put back) and errors
 	// nobody else sees.
@@ -189,6 +195,16 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 		lock.Close()
 		return nil, fmt.Errorf("open data directory %s: a negative cache size", dir)
 	}
+	if cfg.EventBounds.Count == 0 {
+		cfg.EventBounds.Count = protocol.DefaultEventBounds.Count
+	}
+	if cfg.EventBounds.Bytes == 0 {
+		cfg.EventBounds.Bytes = protocol.DefaultEventBounds.Bytes
+	}
+	if cfg.EventBounds.Count < 1 || cfg.EventBounds.Bytes < MinEventBytes {
+		lock.Close()
+		return nil, fmt.Errorf("open data directory %s: the event log's bounds must be at least 1 event and %d bytes a task", dir, MinEventBytes)
+	}
 	if cfg.TaskCacheBytes == 0 {
 		cfg.TaskCacheBytes = DefaultTaskCacheBytes
 	}
@@ -198,7 +214,7 @@ func openWith(ctx context.Context, dir string, cfg Config, schema fs.FS) (*Store
 	if cfg.retryInterrupted == 0 {
 		cfg.retryInterrupted = interruptedRetry
 	}
-	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, retryFirst: cfg.retryInterrupted, writerState: writerState{
+	s := &Store{core: &core{dir: dir, lock: lock, floor: floor, log: cfg.Log, retryFirst: cfg.retryInterrupted, events: cfg.EventBounds, writerState: writerState{
 		cache:  newTaskCache(max(cfg.TaskCacheBytes, 0)),
 		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerDone: make(chan struct{}),
 	}}}

@@ -43,7 +43,10 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 				return err
 			}
 		}
-		return insertArtifacts(w, artifacts)
+		if err := insertArtifacts(w, artifacts); err != nil {
+			return err
+		}
+		return s.recordEvents(w, t.TaskID, t.Events)
 	})
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)

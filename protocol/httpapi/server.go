@@ -238,7 +238,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case protocol.EMETHOD:
 		return http.StatusMethodNotAllowed
-	case protocol.ECONFLICT, protocol.EREFERENCE:
+	case protocol.ECONFLICT, protocol.EREFERENCE, protocol.ECANCELLED:
 		return http.StatusConflict
 	case protocol.EPLUGIN:
 		return http.StatusBadGateway

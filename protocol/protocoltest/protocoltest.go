@@ -61,6 +61,9 @@ type Store struct {
 	// what StartStep answers instead of writing.
 	Starts    int
 	FailStart error
+	// Log is each task's event log, every event kept (the real
+	// store's trimming is its own to test).
+	Log map[string][]protocol.Event
 }
 
 var _ protocol.Store = (*Store)(nil)
@@ -117,6 +120,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	c.StepCount = len(planned)
 	s.Tasks[t.TaskID] = &c
 	s.Order = append(s.Order, t.TaskID)
+	s.addEvents(t.TaskID, t.Events)
 	for i := range planned {
 		p := planned[i]
 		s.Steps[t.TaskID] = append(s.Steps[t.TaskID], &p)
@@ -184,7 +188,9 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 		return notFound("task", st.TaskID)
 	}
 	s.record(artifacts)
+	s.addEvents(st.TaskID, st.Events)
 	c := *st
+	c.Events = nil
 	for i, old := range s.Steps[st.TaskID] {
 		if old.StepID == st.StepID {
 			s.Steps[st.TaskID][i] = &c
@@ -245,7 +251,9 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 	if !ok {
 		return notFound("task", st.TaskID)
 	}
+	s.addEvents(st.TaskID, st.Events)
 	c := *st
+	c.Events = nil
 	for i, old := range s.Steps[st.TaskID] {
 		if old.StepID == st.StepID {
 			s.Steps[st.TaskID][i] = &c
@@ -317,6 +325,7 @@ func (s *Store) UpdateTask(ctx context.Context, taskID string, patch protocol.Ta
 			*f.dst = f.p.Value
 		}
 	}
+	s.addEvents(taskID, []protocol.Event{protocol.TaskUpdatedEvent(taskID, patch)})
 	return nil
 }
 
@@ -333,6 +342,7 @@ func (s *Store) DeleteTask(ctx context.Context, taskID string) error {
 	delete(s.Tasks, taskID)
 	delete(s.Steps, taskID)
 	delete(s.Files, taskID)
+	delete(s.Log, taskID)
 	s.Order = slices.DeleteFunc(s.Order, func(id string) bool { return id == taskID })
 	s.Deleted = append(s.Deleted, taskID)
 	return nil
@@ -362,6 +372,9 @@ func (s *Store) AddArtifacts(ctx context.Context, taskID string, artifacts []pro
 		return notFound("task", taskID)
 	}
 	s.record(artifacts)
+	for i := range artifacts {
+		s.addEvents(taskID, []protocol.Event{protocol.ArtifactEvent(taskID, &artifacts[i])})
+	}
 	t.Artifacts = append(t.Artifacts, artifacts...)
 	t.Logs = append(t.Logs, log.Records...)
 	t.LogBytes += log.Bytes

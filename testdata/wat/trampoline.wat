@@ -19,6 +19,7 @@
   (import "agentrt_v1" "http_response" (func $http_response (param i32 i32) (result i32)))
   (import "agentrt_v1" "http_response_body" (func $http_response_body (param i32 i32) (result i32)))
   (import "agentrt_v1" "artifact_fetch" (func $artifact_fetch (param i32 i32 i32 i32) (result i32)))
+  (import "agentrt_v1" "progress" (func $progress (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "agentrt_abi_version") (result i32) (i32.const 1))
   (func (export "agentrt_on_step") (result i32) (i32.const 0))
@@ -54,6 +55,8 @@
     (call $http_response_body (local.get 0) (local.get 1)))
   (func (export "call_artifact_fetch") (param i32 i32 i32 i32) (result i32)
     (call $artifact_fetch (local.get 0) (local.get 1) (local.get 2) (local.get 3)))
+  (func (export "call_progress") (param i32 i32 i32 i32) (result i32)
+    (call $progress (local.get 0) (local.get 1) (local.get 2) (local.get 3)))
   ;; Calls log n times: a host-call flood.
   (func (export "flood") (param $n i32) (result i32)
     (block $done

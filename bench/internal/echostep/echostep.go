@@ -35,11 +35,12 @@ type Host struct {
 	result []byte
 }
 
-func (h *Host) Input() []byte                    { return h.input }
-func (h *Host) SetResult(b []byte) error         { h.result = append(h.result[:0], b...); return nil }
-func (*Host) Log(string, []byte) error           { return nil }
-func (*Host) Config() []byte                     { return []byte("{}") }
-func (*Host) BeforeEffect(context.Context) error { return nil }
+func (h *Host) Input() []byte                                { return h.input }
+func (h *Host) SetResult(b []byte) error                     { h.result = append(h.result[:0], b...); return nil }
+func (*Host) Log(string, []byte) error                       { return nil }
+func (*Host) Progress(context.Context, []byte, []byte) error { return nil }
+func (*Host) Config() []byte                                 { return []byte("{}") }
+func (*Host) BeforeEffect(context.Context) error             { return nil }
 func (*Host) CreateArtifact(context.Context, protocol.ArtifactSpec, []byte) (string, error) {
 	return "", nil
 }

@@ -1,0 +1,186 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentrt/agentrt/protocol"
+)
+
+// MinEventBytes is the least Config.EventBounds.Bytes may be: room for
+// the largest progress event (its message and partial output, escaped)
+// many times over, so that a bound never trims the event just written.
+const MinEventBytes = 256 << 10
+
+// Each task's events are rows of events (migration 0011), ids counted
+// per task from 1: the writer, the only one, gives each event one more
+// than the highest the task holds, in the transaction that records what
+// the event says happened. Progress and log events are trimmed, oldest
+// first, past the store's bounds, counted in event_usage so that holding
+// a bound costs no count of the log; the highest event is never trimmed,
+// so ids never go back.
+
+// recordEvents records evs, events of the task taskID, after those it
+// holds, setting each one's ID and TaskID, then trims the task's oldest
+// trimmable events past the store's bounds. It runs in the writer's
+// transaction, and may run again if the transaction is retried.
+func (s *Store) recordEvents(w db, taskID string, evs []protocol.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	var last int64
+	if err := w.scanOne(`SELECT coalesce(max(id), 0) FROM events WHERE task_id = ?`, []any{taskID}, &last); err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	var count, bytes int64
+	for i := range evs {
+		e := &evs[i]
+		last++
+		e.ID, e.TaskID = last, taskID
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = time.Now()
+		}
+		if len(e.Data) == 0 {
+			e.Data = json.RawMessage(`{}`)
+		}
+		trim := protocol.Trimmable(e.Type)
+		if _, err := w.exec(`INSERT INTO events (task_id, id, type, step_id, created_at, data, trimmable) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			taskID, e.ID, e.Type, nullIfEmpty(e.StepID), millis(e.CreatedAt), string(e.Data), boolInt(trim)); err != nil {
+			return fmt.Errorf("record events: %w", err)
+		}
+		if trim {
+			count++
+			bytes += int64(len(e.Data))
+		}
+	}
+	if count == 0 {
+		return nil
+	}
+	var held, heldBytes int64
+	if err := w.scanOne(`INSERT INTO event_usage (task_id, count, bytes, trimmed, trimmed_through) VALUES (?, ?, ?, 0, 0)
+		ON CONFLICT (task_id) DO UPDATE SET count = count + excluded.count, bytes = bytes + excluded.bytes
+		RETURNING count, bytes`, []any{taskID, count, bytes}, &held, &heldBytes); err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	if held <= int64(s.events.Count) && heldBytes <= s.events.Bytes {
+		return nil
+	}
+	return s.trimEvents(w, taskID, last, held, heldBytes)
+}
+
+// trimEvents removes the task's oldest trimmable events until what it
+// holds of them (held events of heldBytes) is within the store's bounds,
+// never the event last, the task's highest. It reads only the events it
+// removes, and one more.
+func (s *Store) trimEvents(w db, taskID string, last, held, heldBytes int64) error {
+	rows, err := w.query(`SELECT id, length(data) FROM events WHERE task_id = ? AND trimmable = 1 ORDER BY id`, taskID)
+	if err != nil {
+		return fmt.Errorf("trim events: %w", err)
+	}
+	var through, n int64
+	for (held > int64(s.events.Count) || heldBytes > s.events.Bytes) && rows.Next() {
+		var id, size int64
+		if err := rows.Scan(&id, &size); err != nil {
+			rows.Close()
+			return fmt.Errorf("trim events: %w", err)
+		}
+		if id >= last {
+			break
+		}
+		through, n = id, n+1
+		held--
+		heldBytes -= size
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("trim events: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := w.exec(`DELETE FROM events WHERE task_id = ? AND trimmable = 1 AND id <= ?`, taskID, through); err != nil {
+		return fmt.Errorf("trim events: %w", err)
+	}
+	if _, err := w.exec(`UPDATE event_usage SET count = ?, bytes = ?, trimmed = trimmed + ?, trimmed_through = max(trimmed_through, ?)
+		WHERE task_id = ?`, held, heldBytes, n, through, taskID); err != nil {
+		return fmt.Errorf("trim events: %w", err)
+	}
+	return nil
+}
+
+// AppendEvents records events of a task, what happens while a step runs
+// (its progress, its log), after those the task holds, giving each its
+// id. Unsynced, as StartStep: the events need survive the process, not
+// the machine, and the step's save syncs them with its own.
+// protocol.ENOTFOUND when the task is gone.
+func (s *Store) AppendEvents(ctx context.Context, taskID string, evs []protocol.Event) error {
+	err := s.inTxUnsynced(ctx, noTasks, len(evs)+1, func(w db) error {
+		if err := taskExists(w, taskID, s.agent); err != nil {
+			return err
+		}
+		return s.recordEvents(w, taskID, evs)
+	})
+	if err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	return nil
+}
+
+// Events returns a page of the task's events with ids above after, at
+// most limit of them, in id order, with what was trimmed after after.
+// protocol.ENOTFOUND when the agent has no such task.
+func (s *Store) Events(ctx context.Context, taskID string, after int64, limit int) (*protocol.EventPage, error) {
+	page := &protocol.EventPage{Events: []protocol.Event{}}
+	err := s.readTx(ctx, func(r db) error {
+		page.Events = page.Events[:0]
+		if err := taskExists(r, taskID, s.agent); err != nil {
+			return err
+		}
+		rows, err := r.query(`SELECT id, type, step_id, created_at, data FROM events WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`,
+			taskID, after, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e protocol.Event
+			var stepID sql.NullString
+			var at int64
+			var data string
+			if err := rows.Scan(&e.ID, &e.Type, &stepID, &at, &data); err != nil {
+				return err
+			}
+			e.TaskID, e.StepID, e.CreatedAt, e.Data = taskID, stepID.String, time.UnixMilli(at), json.RawMessage(data)
+			page.Events = append(page.Events, e)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if err := r.scanOne(`SELECT coalesce(max(id), 0) FROM events WHERE task_id = ?`, []any{taskID}, &page.Last); err != nil {
+			return err
+		}
+		err = r.scanOne(`SELECT trimmed, trimmed_through FROM event_usage WHERE task_id = ?`, []any{taskID}, &page.Trimmed, &page.TrimmedThrough)
+		switch {
+		case err == sql.ErrNoRows:
+		case err != nil:
+			return err
+		case page.TrimmedThrough <= after:
+			page.Trimmed, page.TrimmedThrough = 0, 0
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	return page, nil
+}
+
+// nullIfEmpty is s, or NULL for "".
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
