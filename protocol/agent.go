@@ -19,6 +19,17 @@ type AgentConfig struct {
 	Log *slog.Logger
 	// Observer, when set, is told of every handler call.
 	Observer Observer
+	// StepTimeout is the time limit of a step run in the background
+	// (ExecuteStepAsync); 0 is DefaultStepTimeout.
+	StepTimeout time.Duration
+	// Background, when set, bounds the steps run in the background by
+	// every agent that shares it, beside each agent's own bound
+	// (Limits.MaxBackgroundSteps).
+	Background *BackgroundSlots
+	// CancelOnDisconnect cancels a synchronous step whose client went
+	// away before its answer (ECANCELLED, as CancelStep does). Unset, the
+	// step runs to its end and is recorded, for the client to read later.
+	CancelOnDisconnect bool
 	// RunningMarkDelay is how long a new step's handler runs before the
 	// step is marked running in the store, if it has not by then done
 	// what outlasts its call (runningMark); 0 is
@@ -53,6 +64,13 @@ type Agent struct {
 	tasks     taskCalls
 	// feed brings watchers the events of their tasks.
 	feed feed
+	// bg is the steps running in the background; slots the server's
+	// bound on them, if any.
+	bg          background
+	slots       *BackgroundSlots
+	stepTimeout time.Duration
+	// cancelOnDisconnect is AgentConfig.CancelOnDisconnect.
+	cancelOnDisconnect bool
 	// stopping is cancelled by Interrupt, with the reason as its cause:
 	// every handler call runs under it.
 	stopping context.Context
@@ -71,6 +89,10 @@ func NewAgent(store Store, build *Build, cfg AgentConfig) *Agent {
 	a := &Agent{name: cfg.Name, store: store, log: cfg.Log, observer: cfg.Observer, markDelay: cfg.RunningMarkDelay}
 	a.locks.observe(cfg.Name, cfg.Observer)
 	a.feed.store = store
+	a.slots, a.stepTimeout, a.cancelOnDisconnect = cfg.Background, cfg.StepTimeout, cfg.CancelOnDisconnect
+	if a.stepTimeout <= 0 {
+		a.stepTimeout = DefaultStepTimeout
+	}
 	a.stopping, a.stop = context.WithCancelCause(context.Background())
 	if build != nil {
 		a.Serve(build)

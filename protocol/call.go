@@ -24,6 +24,8 @@ type Call struct {
 	// deadline is when the task's time budget runs out (Agent.run); zero
 	// for a task without one.
 	deadline time.Time
+	// timeout is the call's own time limit, zero for the plugin's.
+	timeout time.Duration
 
 	result    []byte
 	hasResult bool
@@ -95,6 +97,11 @@ func (c *Call) Input() []byte { return c.input }
 // Deadline is when the task's time budget runs out, zero if it has none:
 // the plugin must end the call by then (Plugin.Run).
 func (c *Call) Deadline() time.Time { return c.deadline }
+
+// Timeout is the call's own time limit in place of the plugin's call
+// timeout, zero for that: a step run in the background has its own
+// (AgentConfig.StepTimeout).
+func (c *Call) Timeout() time.Duration { return c.timeout }
 
 // SetResult keeps the handler's result message, replacing an earlier one.
 // It must be one JSON value agentrt can store and serve (CheckJSON: I-JSON,

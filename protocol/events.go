@@ -69,10 +69,11 @@ func Trimmable(typ string) bool {
 // EventPage is a page of a task's events, in id order.
 type EventPage struct {
 	Events []Event `json:"events"`
-	// Trimmed counts the events trimmed from the task's log after the
-	// page's start (after), its oldest progress and log events, to hold
-	// the log to its bounds; TrimmedThrough is the highest id trimmed.
-	// Both are 0 when nothing after the start was trimmed.
+	// Trimmed counts the events trimmed from the task's log so far, its
+	// oldest progress and log events, to hold the log to its bounds;
+	// TrimmedThrough is the highest id trimmed. Both are 0 when none
+	// trimmed is after the page's start: a client that kept up lost
+	// nothing.
 	Trimmed        int64 `json:"trimmed"`
 	TrimmedThrough int64 `json:"trimmed_through"`
 	// Last is the id of the task's newest event when the page was read

@@ -32,6 +32,10 @@ type Limits struct {
 	// MaxTaskTime is the wall-clock time all handler calls of one task may
 	// use together; 0 for no limit.
 	MaxTaskTime time.Duration
+	// MaxBackgroundSteps bounds the steps the agent runs in the
+	// background at once (ExecuteStepAsync); 0 is
+	// DefaultMaxBackgroundSteps.
+	MaxBackgroundSteps int
 }
 
 // DefaultLimits are the limits used where none are configured.
@@ -49,6 +53,7 @@ var DefaultLimits = Limits{
 	MaxPlannedSteps:      256,
 	MaxTaskSteps:         10000,
 	MaxTaskTime:          time.Hour,
+	MaxBackgroundSteps:   DefaultMaxBackgroundSteps,
 }
 
 // artifactUse is what a task's artifacts hold against the task's quotas:

@@ -87,6 +87,10 @@ type Step struct {
 	Logs      []LogRecord `json:"-"`
 	// PluginTime is the wall-clock time the step's handler call used.
 	PluginTime time.Duration `json:"-"`
+	// Background is set for a step run in the background
+	// (ExecuteStepAsync): StartStep waits for the disk, as its client is
+	// answered on the strength of it.
+	Background bool `json:"-"`
 	// Events are the events StartStep and SaveStep record with the step,
 	// in the same transaction, each given its id (EventStore).
 	Events []Event `json:"-"`

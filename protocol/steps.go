@@ -29,6 +29,11 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	req := &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}
+	// A step in the background holds its task for minutes: refused, not
+	// waited for.
+	if id := a.bg.stepOf(taskID); id != "" {
+		return nil, busyError(taskID, id)
+	}
 	b, err := a.acquire()
 	if err != nil {
 		return nil, err
@@ -39,6 +44,7 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 		return nil, err
 	}
 	defer unlock()
+	reqCtx := ctx
 	ctx, stop, err := a.tasks.start(ctx, a, taskID)
 	if err != nil {
 		return nil, err
@@ -47,6 +53,14 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	task, step, err := a.nextStep(ctx, b, taskID, req)
 	if err != nil {
 		return nil, err
+	}
+	a.tasks.setStep(taskID, step.StepID)
+	if a.cancelOnDisconnect {
+		// The operator's choice: a client that went away cancels its
+		// step, as a cancel request would.
+		defer context.AfterFunc(reqCtx, func() {
+			a.tasks.cancel(taskID, step.StepID, Errorf(ECANCELLED, "the step was cancelled: its client went away before its answer"))
+		})()
 	}
 	run, err := a.runStep(ctx, b, task, step, req)
 	if err != nil {
@@ -106,6 +120,9 @@ type stepRun struct {
 	// marked is whether the step's running mark was written, with its
 	// step.created and step.running events.
 	marked bool
+	// background is set for a step run in the background, whose client
+	// was told it runs: every end is recorded.
+	background bool
 }
 
 // events are the events recorded with the step of run as it ends: those
@@ -131,6 +148,16 @@ func (run *stepRun) events(ev Event) []Event {
 // or the handler did not run through no fault of the plugin's (busy, the
 // disk at its floor), the step's running mark then undone.
 func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody) (run *stepRun, err error) {
+	return a.runStepWith(ctx, b, task, step, req, nil)
+}
+
+// runStepWith is runStep, for a step run in the background when started
+// is not nil: the step is marked running before its handler runs, and
+// started told once it is (or why it could not be: the error returned
+// then too); it runs with the agent's StepTimeout; and a handler that
+// could not run through no fault of the plugin's fails the step, which
+// its client was told runs, rather than leaving nothing to record.
+func (a *Agent) runStepWith(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody, started chan<- error) (run *stepRun, err error) {
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
 	events := newStepEvents(ctx, a, step)
@@ -139,15 +166,25 @@ func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, 
 			events.finish() // nothing of the call is recorded
 		}
 	}()
-	mark, err := markRunning(ctx, a.store, step, events, a.markDelay, func(err error) {
+	delay := a.markDelay
+	if started != nil {
+		delay = -1
+	}
+	mark, err := markRunning(ctx, a.store, step, events, delay, func(err error) {
 		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", task.TaskID, "step_id", step.StepID, "err", err)
 	})
+	if started != nil {
+		started <- err
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer mark.end() // whatever happens, no mark is written after the step
 	call := a.newCall(b, &HandlerInput{Handler: HandlerStep, Task: task, Step: step, Request: req})
 	call.mark, call.events = mark, events
+	if started != nil {
+		call.timeout = a.stepTimeout
+	}
 	defer func() {
 		if run == nil {
 			call.discard() // nothing of the call is recorded
@@ -160,7 +197,7 @@ func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, 
 		err = readStepResult(call, code, step)
 	}
 	a.observe(HandlerStep, elapsed, err)
-	run = &stepRun{step: step, call: call, marked: marked}
+	run = &stepRun{step: step, call: call, marked: marked, background: started != nil}
 	stopped := stopCause(ctx)
 	if err := run.end(err, stopped); err != nil {
 		if marked && stopped == nil {
@@ -186,6 +223,15 @@ func (run *stepRun) end(err error, stopped *Error) error {
 		run.failure = &Error{Code: stopped.Code, Message: stopped.Message, RetryAfter: stopped.RetryAfter}
 	case failed:
 		run.failure = f.of(HandlerStep)
+	case err != nil && run.background:
+		// Not the plugin's doing (no instance was free, the disk is at
+		// its floor), but its client was told the step runs: it fails
+		// with why.
+		e, ok := errors.AsType[*Error](err)
+		if !ok {
+			e = &Error{Code: EINTERNAL, Message: "internal error"}
+		}
+		run.failure = &Error{Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
 	case err != nil:
 		return err
 	}

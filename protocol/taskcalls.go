@@ -10,8 +10,15 @@ import (
 // starts on one.
 type taskCalls struct {
 	mu       sync.Mutex
-	running  map[string]context.CancelCauseFunc
+	running  map[string]*taskCall
 	deleting map[string]int // deletions in progress
+}
+
+// taskCall is the step running on a task.
+type taskCall struct {
+	cancel context.CancelCauseFunc
+	stepID string        // "" until the step is chosen (setStep)
+	ended  chan struct{} // closed when the call has ended
 }
 
 // start registers a step about to run on taskID, whose lock the caller
@@ -27,15 +34,40 @@ func (t *taskCalls) start(ctx context.Context, a *Agent, taskID string) (context
 		return nil, nil, notFound("task", taskID)
 	}
 	if t.running == nil {
-		t.running = map[string]context.CancelCauseFunc{}
+		t.running = map[string]*taskCall{}
 	}
-	t.running[taskID] = cancel
+	c := &taskCall{cancel: cancel, ended: make(chan struct{})}
+	t.running[taskID] = c
 	return ctx, func() {
 		t.mu.Lock()
 		delete(t.running, taskID)
 		t.mu.Unlock()
 		cancel(nil)
+		close(c.ended)
 	}, nil
+}
+
+// setStep names the step running on taskID, which the caller started.
+func (t *taskCalls) setStep(taskID, stepID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.running[taskID]; c != nil {
+		c.stepID = stepID
+	}
+}
+
+// cancel stops the step stepID if it runs on taskID, with why as its
+// cause, and returns a channel closed once its call has ended (its
+// outcome recorded); nil when it does not run here.
+func (t *taskCalls) cancel(taskID, stepID string, why *Error) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.running[taskID]
+	if c == nil || c.stepID != stepID {
+		return nil
+	}
+	c.cancel(why)
+	return c.ended
 }
 
 // deleting marks taskID as being deleted until done is called, and stops
@@ -47,8 +79,8 @@ func (t *taskCalls) delete(taskID string, why *Error) (done func()) {
 		t.deleting = map[string]int{}
 	}
 	t.deleting[taskID]++
-	if cancel := t.running[taskID]; cancel != nil {
-		cancel(why)
+	if c := t.running[taskID]; c != nil {
+		c.cancel(why)
 	}
 	return func() {
 		t.mu.Lock()

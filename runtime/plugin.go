@@ -490,6 +490,11 @@ type Invocation struct {
 	// the call is stopped (ETIMEOUT), or its wait for an instance slot
 	// ends (EUNAVAILABLE): a time budget of the caller's.
 	Deadline time.Time
+	// Timeout, when not zero, is the call's time limit in place of the
+	// call timeout (Config.CallTimeout): a step run in the background is
+	// given minutes, where a client waiting for its answer is given
+	// seconds.
+	Timeout time.Duration
 }
 
 // Call runs the exported function name in a fresh instance and returns its
@@ -516,7 +521,12 @@ func (p *Plugin) Call(ctx context.Context, name string, inv Invocation) (int32, 
 		defer l.release()
 	}
 	start := time.Now()
-	deadline := start.Add(p.cfg.CallTimeout)
+	limit := p.cfg.CallTimeout
+	if inv.Timeout > 0 {
+		limit = inv.Timeout
+	}
+	ctx = context.WithValue(ctx, callLimitKey{}, limit)
+	deadline := start.Add(limit)
 	if !inv.Deadline.IsZero() && inv.Deadline.Before(deadline) {
 		deadline = inv.Deadline
 	}
@@ -554,6 +564,18 @@ func (p *Plugin) call(ctx context.Context, name string, inv Invocation) (int32, 
 		return 0, nameCause(p.failure(ctx, err), err, in.mem)
 	}
 	return int32(res[0]), nil
+}
+
+// callLimitKey is the context key of a call's time limit, for the
+// failure that names it.
+type callLimitKey struct{}
+
+// callLimit is the time limit of the call ctx is a context of.
+func (p *Plugin) callLimit(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(callLimitKey{}).(time.Duration); ok {
+		return d
+	}
+	return p.cfg.CallTimeout
 }
 
 func shuttingDown() *protocol.Error {
@@ -645,7 +667,7 @@ func (p *Plugin) failure(ctx context.Context, err error) error {
 	case errors.As(err, &exit):
 		switch code := exit.ExitCode(); {
 		case code == sys.ExitCodeDeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
+			return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.callLimit(ctx))
 		case code == sys.ExitCodeContextCanceled && p.closing.Err() != nil:
 			return shuttingDown() // nothing the plugin did: not its failure
 		case code == sys.ExitCodeContextCanceled:
@@ -654,7 +676,7 @@ func (p *Plugin) failure(ctx context.Context, err error) error {
 			return protocol.NewPluginFailure(protocol.CauseExit, "the plugin exited with code %d", code)
 		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.cfg.CallTimeout)
+		return protocol.NewPluginFailure(protocol.CauseTimeout, "the plugin ran past its time limit of %s", p.callLimit(ctx))
 	}
 	return protocol.NewPluginFailure(protocol.CauseTrap, "the plugin trapped: %s", firstLine(err))
 }

@@ -24,7 +24,11 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 	if !st.Planned { // one more step
 		e.update = func(t *protocol.Task) { t.StepCount++ }
 	}
-	err := s.inTxUnsynced(ctx, e, 2, func(w db) error {
+	write := s.inTxUnsynced
+	if st.Background {
+		write = s.inTx // its client is answered on the strength of it
+	}
+	err := write(ctx, e, 2+len(st.Events), func(w db) error {
 		if st.Planned {
 			res, err := w.exec(`UPDATE steps SET status = 'running', updated_at = ?, agent = ?, build = ?
 				WHERE id = ? AND task_id = ? AND status = 'created'`,

@@ -54,8 +54,13 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ httprou
 }
 
 // Drain makes /readyz answer 503 from now on: the server is shutting
-// down, and load balancers should send it nothing new.
-func (s *Server) Drain() { s.draining.Store(true) }
+// down, and load balancers should send it nothing new. Event streams
+// end: their clients reconnect, with Last-Event-ID, to another server or
+// to this one restarted, and miss nothing.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.streamsEnd) })
+}
 
 // isHealthCheck reports whether path is a health check, open to all.
 func isHealthCheck(path string) bool { return path == "/healthz" || path == "/readyz" }

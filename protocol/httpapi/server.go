@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,11 @@ type ServerConfig struct {
 	// Ready, when set, says whether the server is ready for work, for
 	// GET /readyz: nil, or why not.
 	Ready func(ctx context.Context) error
+	// EventHeartbeat is the silence after which an event stream writes a
+	// comment line; EventWriteTimeout how long one of its writes may
+	// take before the stream is cut.
+	EventHeartbeat    time.Duration
+	EventWriteTimeout time.Duration
 }
 
 // Defaults for ServerConfig.
@@ -80,6 +86,9 @@ type Server struct {
 	uploads  uploadSlots
 	ids      *requestIDs
 	draining atomic.Bool
+	// streamsEnd is closed when the server drains: event streams end.
+	streamsEnd chan struct{}
+	drainOnce  sync.Once
 	// routes are the routes registered, as httprouter writes them; the
 	// spec served at /ap/v1/openapi.json has each (openapi_test.go).
 	routes []route
@@ -118,13 +127,19 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.EventHeartbeat <= 0 {
+		cfg.EventHeartbeat = DefaultEventHeartbeat
+	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = DefaultEventWriteTimeout
+	}
 	if len(cfg.CORS.Methods) == 0 {
 		cfg.CORS.Methods = DefaultCORSMethods
 	}
 	if len(cfg.CORS.Headers) == 0 {
 		cfg.CORS.Headers = DefaultCORSHeaders
 	}
-	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg, ids: newRequestIDs(),
+	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg, ids: newRequestIDs(), streamsEnd: make(chan struct{}),
 		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
 	for _, base := range []string{"", "/agents/:agent"} {
@@ -139,6 +154,8 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 		s.add("POST", base+"/agent/tasks/:task_id/steps", s.handle(s.handleExecuteStep))
 		s.add("GET", base+"/agent/tasks/:task_id/steps/:step_id", s.handle(s.handleGetStep))
 		s.add("GET", base+"/agent/tasks/:task_id/steps/:step_id/logs", s.handle(s.handleGetStepLogs))
+		s.add("POST", base+"/agent/tasks/:task_id/steps/:step_id/cancel", s.handle(s.handleCancelStep))
+		s.add("GET", base+"/agent/tasks/:task_id/events", s.handle(s.handleEvents))
 		s.add("GET", base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleListArtifacts))
 		s.add("POST", base+"/agent/tasks/:task_id/artifacts", s.handle(s.handleUploadArtifact))
 		s.add("GET", base+"/agent/tasks/:task_id/artifacts/:artifact_id", s.handle(s.handleDownloadArtifact))

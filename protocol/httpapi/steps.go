@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -13,6 +14,17 @@ func (s *Server) handleExecuteStep(w http.ResponseWriter, r *http.Request, ps ht
 	var body protocol.StepRequestBody
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
+	}
+	if prefersAsync(r) {
+		// RFC 7240: answered at once, 202 and where to find the step.
+		st, err := a.ExecuteStepAsync(r.Context(), ps.ByName("task_id"), body)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+st.StepID)
+		w.Header().Set("Preference-Applied", "respond-async")
+		s.writeJSON(w, http.StatusAccepted, st)
+		return nil
 	}
 	st, err := a.ExecuteStep(r.Context(), ps.ByName("task_id"), body)
 	if err != nil {

@@ -130,6 +130,7 @@ func (p *Plugin) Run(ctx context.Context, h protocol.Handler, call *protocol.Cal
 		Stderr:   call.Stderr(),
 		Host:     func(ctx context.Context) context.Context { return hostapi.WithHost(ctx, call, p.opts...) },
 		Deadline: call.Deadline(),
+		Timeout:  call.Timeout(),
 	})
 }
 
