@@ -154,7 +154,7 @@ func (a *Agent) ExecuteStepAsync(ctx context.Context, taskID string, body StepRe
 	}
 	step.Background = true
 	a.tasks.setStep(taskID, step.StepID)
-	started := make(chan error, 1)
+	started := make(chan startResult, 1)
 	a.bg.mu.Lock()
 	if a.bg.steps == nil {
 		a.bg.steps = map[string]string{}
@@ -173,12 +173,18 @@ func (a *Agent) ExecuteStepAsync(ctx context.Context, taskID string, body StepRe
 		}()
 		a.runBackground(runCtx, b, task, step, req, started)
 	}()
-	if err := <-started; err != nil {
-		return nil, err
+	res := <-started
+	if res.err != nil {
+		return nil, res.err
 	}
-	answer := *step
-	answer.Artifacts = []Artifact{}
-	return &answer, nil
+	return res.step, nil
+}
+
+// startResult is how a background step started: the step as it was
+// marked running, or why it could not be.
+type startResult struct {
+	step *Step
+	err  error
 }
 
 // takeBackground takes a background slot of the agent's and, if the
@@ -222,7 +228,7 @@ func (a *Agent) takeBackground(b *served) (release func(), err error) {
 // records how it ended. A handler that could not run through no fault of
 // the plugin's (no instance free, the disk at its floor) fails the step
 // with why: its client was told it runs.
-func (a *Agent) runBackground(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody, started chan<- error) {
+func (a *Agent) runBackground(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody, started chan<- startResult) {
 	run, err := a.runStepWith(ctx, b, task, step, req, started)
 	if err != nil {
 		// Not started (started was told), or the task is being deleted.

@@ -157,7 +157,7 @@ func (a *Agent) runStep(ctx context.Context, b *served, task *Task, step *Step, 
 // then too); it runs with the agent's StepTimeout; and a handler that
 // could not run through no fault of the plugin's fails the step, which
 // its client was told runs, rather than leaving nothing to record.
-func (a *Agent) runStepWith(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody, started chan<- error) (run *stepRun, err error) {
+func (a *Agent) runStepWith(ctx context.Context, b *served, task *Task, step *Step, req *StepRequestBody, started chan<- startResult) (run *stepRun, err error) {
 	step.Build = &StepBuild{Agent: a.name, SHA256: b.ID}
 	step.Status = StatusRunning
 	events := newStepEvents(ctx, a, step)
@@ -174,7 +174,10 @@ func (a *Agent) runStepWith(ctx context.Context, b *served, task *Task, step *St
 		a.log.WarnContext(ctx, "marking a step running failed; the next effect of its handler tries again", "task_id", task.TaskID, "step_id", step.StepID, "err", err)
 	})
 	if started != nil {
-		started <- err
+		// A copy: the step is this goroutine's from now on.
+		answer := *step
+		answer.Artifacts, answer.Events = []Artifact{}, nil
+		started <- startResult{&answer, err}
 	}
 	if err != nil {
 		return nil, err

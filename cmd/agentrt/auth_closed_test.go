@@ -157,6 +157,8 @@ func TestRevokingTheLastKeyLeavesEveryRouteClosed(t *testing.T) {
 		switch {
 		case res.status == 401 || res.status == 403:
 			t.Errorf("after keys open: %s %s: %d %s", r.method, r.path, res.status, res.body)
+		case strings.HasSuffix(r.path, "/cancel") && res.status == 409:
+			// Served: the seeded step has ended, so it cannot be cancelled.
 		case r.method != "DELETE" && !strings.HasPrefix(r.path, "/no/") && r.method != "PUT" && res.status >= 300:
 			t.Errorf("after keys open: %s %s: %d %s, want it served", r.method, r.path, res.status, res.body)
 		}
