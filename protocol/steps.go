@@ -117,9 +117,6 @@ type stepRun struct {
 	// err is the failure as the server log tells it: the plugin's own,
 	// before it was named and cut.
 	err error
-	// marked is whether the step's running mark was written, with its
-	// step.created and step.running events.
-	marked bool
 	// background is set for a step run in the background, whose client
 	// was told it runs: every end is recorded.
 	background bool
@@ -127,13 +124,13 @@ type stepRun struct {
 
 // events are the events recorded with the step of run as it ends: those
 // of its call not yet recorded, the artifacts it created and its end
-// (ev), after its step.created if its mark recorded none.
+// (ev). A step that ended before it was marked running (within the
+// mark's delay, having done nothing that outlasts its call: most quick
+// steps) has no step.created or step.running event: its end says it
+// all, and costs its save one row where three cost it twice its time
+// (bench/README.md, "The event log's cost").
 func (run *stepRun) events(ev Event) []Event {
-	var evs []Event
-	if !run.marked && !run.step.Planned {
-		evs = append(evs, StepEvent(EventStepCreated, run.step, nil))
-	}
-	evs = append(evs, run.call.events.finish()...)
+	evs := run.call.events.finish()
 	for i := range run.call.artifacts {
 		if run.failure == nil {
 			evs = append(evs, ArtifactEvent(run.step.TaskID, &run.call.artifacts[i]))
@@ -200,7 +197,7 @@ func (a *Agent) runStepWith(ctx context.Context, b *served, task *Task, step *St
 		err = readStepResult(call, code, step)
 	}
 	a.observe(HandlerStep, elapsed, err)
-	run = &stepRun{step: step, call: call, marked: marked, background: started != nil}
+	run = &stepRun{step: step, call: call, background: started != nil}
 	stopped := stopCause(ctx)
 	if err := run.end(err, stopped); err != nil {
 		if marked && stopped == nil {

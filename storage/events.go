@@ -17,8 +17,8 @@ const MinEventBytes = 256 << 10
 
 // Each task's events are rows of events (migration 0011), ids counted
 // per task from 1: the writer, the only one, gives each event one more
-// than the highest the task holds, in the transaction that records what
-// the event says happened. Progress and log events are trimmed, oldest
+// than the highest the task gave (tasks.last_event), in the transaction
+// that records what the event says happened. Progress and log events are trimmed, oldest
 // first, past the store's bounds, counted in event_usage so that holding
 // a bound costs no count of the log; the highest event is never trimmed,
 // so ids never go back.
@@ -32,9 +32,13 @@ func (s *Store) recordEvents(w db, taskID string, evs []protocol.Event) error {
 		return nil
 	}
 	var last int64
-	if err := w.scanOne(`SELECT coalesce(max(id), 0) FROM events WHERE task_id = ?`, []any{taskID}, &last); err != nil {
+	err := w.scanOne(`UPDATE tasks SET last_event = last_event + ? WHERE id = ? RETURNING last_event`, []any{len(evs), taskID}, &last)
+	if err == sql.ErrNoRows {
+		return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
+	} else if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
+	last -= int64(len(evs))
 	var count, bytes int64
 	for i := range evs {
 		e := &evs[i]
@@ -114,7 +118,7 @@ func (s *Store) trimEvents(w db, taskID string, last, held, heldBytes int64) err
 // (its progress, its log), after those the task holds, giving each its
 // id. Unsynced, as StartStep: the events need survive the process, not
 // the machine, and the step's save syncs them with its own.
-// protocol.ENOTFOUND when the task is gone.
+// protocol.ENOTFOUND when the agent has no such task.
 func (s *Store) AppendEvents(ctx context.Context, taskID string, evs []protocol.Event) error {
 	err := s.inTxUnsynced(ctx, noTasks, len(evs)+1, func(w db) error {
 		if err := taskExists(w, taskID, s.agent); err != nil {
@@ -135,7 +139,10 @@ func (s *Store) Events(ctx context.Context, taskID string, after int64, limit in
 	page := &protocol.EventPage{Events: []protocol.Event{}}
 	err := s.readTx(ctx, func(r db) error {
 		page.Events = page.Events[:0]
-		if err := taskExists(r, taskID, s.agent); err != nil {
+		err := r.scanOne(`SELECT last_event FROM tasks WHERE id = ? AND agent = ?`, []any{taskID, s.agent}, &page.Last)
+		if err == sql.ErrNoRows {
+			return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
+		} else if err != nil {
 			return err
 		}
 		rows, err := r.query(`SELECT id, type, step_id, created_at, data FROM events WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`,
@@ -156,9 +163,6 @@ func (s *Store) Events(ctx context.Context, taskID string, after int64, limit in
 			page.Events = append(page.Events, e)
 		}
 		if err := rows.Err(); err != nil {
-			return err
-		}
-		if err := r.scanOne(`SELECT coalesce(max(id), 0) FROM events WHERE task_id = ?`, []any{taskID}, &page.Last); err != nil {
 			return err
 		}
 		err = r.scanOne(`SELECT trimmed, trimmed_through FROM event_usage WHERE task_id = ?`, []any{taskID}, &page.Trimmed, &page.TrimmedThrough)

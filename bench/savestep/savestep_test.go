@@ -35,7 +35,14 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func BenchmarkSaveStep(b *testing.B) {
+func BenchmarkSaveStep(b *testing.B) { saveSteps(b, false) }
+
+// BenchmarkSaveStepWithEvents saves each step with the events an
+// execute-step records with it (step.created and step.completed): what
+// the task's event log costs a quick step.
+func BenchmarkSaveStepWithEvents(b *testing.B) { saveSteps(b, true) }
+
+func saveSteps(b *testing.B, events bool) {
 	ctx := context.Background()
 	s, err := storage.Open(ctx, b.TempDir(), storage.Config{})
 	if err != nil {
@@ -60,6 +67,9 @@ func BenchmarkSaveStep(b *testing.B) {
 			st := protocol.Step{TaskID: tasks[n.Add(1)%int64(len(tasks))], StepID: uuid.Must(uuid.NewV7()).String(),
 				Status: protocol.StatusCompleted, Input: &in, Output: &in, AdditionalInput: []byte("{}"),
 				CreatedAt: time.Now(), PluginTime: 30 * time.Microsecond}
+			if events {
+				st.Events = []protocol.Event{protocol.StepEvent(protocol.EventStepCompleted, &st, nil)}
+			}
 			if err := s.SaveStep(ctx, &st, nil); err != nil {
 				b.Fatal(err)
 			}
