@@ -51,6 +51,9 @@ var limitRange = map[string]valueRange{
 	"max_table_entries": {1, math.MaxUint32},
 	// runtime.NewLimiter runs one instance at once for fewer than 1.
 	"max_instances": {1, math.MaxInt64},
+	// agentrt reads 0 as its default, which may be more than the
+	// operator's: a manifest asks for 1 or more.
+	"max_background_steps": {1, math.MaxInt64},
 	// A request with no time at all could not be sent.
 	"http_timeout": {1, math.MaxInt64},
 }

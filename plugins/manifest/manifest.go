@@ -114,6 +114,7 @@ type Limits struct {
 	MaxHostCalls         *int           `json:"max_host_calls"`          // host calls of one handler call; 1 or more
 	MaxTableEntries      *int           `json:"max_table_entries"`       // table entries of one instance; 1 to 2^32-1
 	MaxInstances         *int           `json:"max_instances"`           // instances of the plugin at once; 1 or more
+	MaxBackgroundSteps   *int           `json:"max_background_steps"`    // steps run in the background at once; 1 or more
 	HTTPTimeout          *time.Duration `json:"http_timeout"`            // one outbound request; more than 0
 	MaxHTTPRequests      *int           `json:"max_http_requests"`       // outbound requests of one handler call
 	MaxHTTPRequest       *int64         `json:"max_http_request"`        // the body of an outbound request
