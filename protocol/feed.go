@@ -35,8 +35,10 @@ type taskFeed struct {
 	// read, ids ascending and contiguous but where trimmed.
 	last int64
 	ring []Event
-	// changed is closed, and replaced, when events arrive.
-	changed chan struct{}
+	// changed is closed, and replaced, when events arrive; onChange are
+	// told then too.
+	changed  chan struct{}
+	onChange map[*Watcher]func()
 	// deleted is the task.deleted event once the task is gone.
 	deleted *Event
 }
@@ -131,6 +133,9 @@ func (f *feed) deletedTask(taskID string) {
 func (tf *taskFeed) wake() {
 	close(tf.changed)
 	tf.changed = make(chan struct{})
+	for _, f := range tf.onChange {
+		f()
+	}
 }
 
 // Watcher follows a task's events: those after a given id, then each as
@@ -166,6 +171,25 @@ func (w *Watcher) Changed() <-chan struct{} {
 	w.tf.mu.Lock()
 	defer w.tf.mu.Unlock()
 	return w.tf.changed
+}
+
+// OnChange has f called whenever events may have arrived, until stop is
+// called: for a watcher that waits without a goroutine of its own. f is
+// called with the feed locked: it must only note the change (and must
+// not call the watcher).
+func (w *Watcher) OnChange(f func()) (stop func()) {
+	tf := w.tf
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	if tf.onChange == nil {
+		tf.onChange = map[*Watcher]func(){}
+	}
+	tf.onChange[w] = f
+	return func() {
+		tf.mu.Lock()
+		delete(tf.onChange, w)
+		tf.mu.Unlock()
+	}
 }
 
 // Next returns the events after the last it returned, at most max of

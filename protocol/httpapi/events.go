@@ -117,11 +117,19 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, a *protoco
 	if err != nil {
 		return err
 	}
-	defer watch.Close()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
+	if conn := hijackStream(w); conn != nil {
+		if conn == hijackFailed || !s.streams.park(conn, watch) {
+			conn.Close()
+			watch.Close()
+		}
+		return nil
+	}
+	// A writer that cannot be taken over: the stream is this handler's.
+	defer watch.Close()
 	rc := http.NewResponseController(w)
 	st := &eventStream{w: w, rc: rc, timeout: s.cfg.EventWriteTimeout}
 	w.WriteHeader(http.StatusOK)
@@ -141,11 +149,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, a *protoco
 			}
 			return nil // the answer is under way: nothing else to say
 		}
-		if first && page.Trimmed > 0 {
-			b, _ := protocol.MarshalJSON(map[string]int64{"trimmed": page.Trimmed, "trimmed_through": page.TrimmedThrough})
-			if !st.write(append(append([]byte("event: trimmed\ndata: "), b...), "\n\n"...)) {
-				return nil
-			}
+		if first && page.Trimmed > 0 && !st.write(trimmedFrame(page)) {
+			return nil
 		}
 		first = false
 		if len(page.Events) > 0 {
@@ -215,6 +220,10 @@ func eventFrames(evs []protocol.Event) []byte {
 	}
 	return b.Bytes()
 }
+
+// EventStreams is how many event streams the server holds open, waiting
+// for their tasks' events.
+func (s *Server) EventStreams() int { return s.streams.count() }
 
 // handleCancelStep serves POST /ap/v1/agent/tasks/{task_id}/steps/{step_id}/cancel,
 // an extension: it stops the step's handler, records the step as failed

@@ -59,7 +59,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ httprou
 // to this one restarted, and miss nothing.
 func (s *Server) Drain() {
 	s.draining.Store(true)
-	s.drainOnce.Do(func() { close(s.streamsEnd) })
+	s.drainOnce.Do(func() {
+		close(s.streamsEnd)
+		s.streams.close()
+	})
 }
 
 // isHealthCheck reports whether path is a health check, open to all.

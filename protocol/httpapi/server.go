@@ -86,9 +86,11 @@ type Server struct {
 	uploads  uploadSlots
 	ids      *requestIDs
 	draining atomic.Bool
-	// streamsEnd is closed when the server drains: event streams end.
+	// streamsEnd is closed when the server drains: event streams end,
+	// those parked in streams too.
 	streamsEnd chan struct{}
 	drainOnce  sync.Once
+	streams    *streamHub
 	// routes are the routes registered, as httprouter writes them; the
 	// spec served at /ap/v1/openapi.json has each (openapi_test.go).
 	routes []route
@@ -140,6 +142,7 @@ func NewServer(agents Agents, cfg ServerConfig) *Server {
 		cfg.CORS.Headers = DefaultCORSHeaders
 	}
 	s := &Server{agents: agents, router: httprouter.New(), cfg: cfg, ids: newRequestIDs(), streamsEnd: make(chan struct{}),
+		streams: newStreamHub(cfg.EventHeartbeat, cfg.EventWriteTimeout),
 		uploads: uploadSlots{max: cfg.MaxUploads, perClient: cfg.MaxUploadsPerClient, byClient: map[string]int{}}}
 	r := s.router
 	for _, base := range []string{"", "/agents/:agent"} {
