@@ -396,3 +396,28 @@ func TestAnAsyncStepIsRecordedRunningBeforeItIsAnswered(t *testing.T) {
 	close(release)
 	a.Wait(context.Background())
 }
+
+// Events recorded after a watch began but before its feed was told of
+// any (as if they landed between the two) are the watch's first: it
+// reads the store first, whatever the feed has seen.
+func TestAWatchMissesNoEventRecordedAsItBegan(t *testing.T) {
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{}`)}), protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	if _, err := a.UpdateTask(context.Background(), task.TaskID, protocol.TaskPatch{Title: protocol.PatchField{Set: true, Value: str("one")}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.Watch(context.Background(), task.TaskID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Recorded in the store, the feed not told.
+	if err := s.AppendEvents(context.Background(), task.TaskID, []protocol.Event{{Type: protocol.EventStepProgress}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := w.Next(context.Background(), 10)
+	if err != nil || len(page.Events) != 1 || page.Events[0].ID != 2 {
+		t.Fatalf("the watch's first events: %+v, %v; want event 2", page, err)
+	}
+}

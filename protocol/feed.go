@@ -146,6 +146,10 @@ type Watcher struct {
 	a    *Agent
 	last int64 // the id of the last event returned
 	done bool  // the task.deleted event was returned
+	// read is set once Next has read the store: the first Next does,
+	// so that events recorded after Watch read the store, but before
+	// the feed was watched, are not missed.
+	read bool
 }
 
 // Watch returns a Watcher of the task's events after the event after (0
@@ -205,7 +209,8 @@ func (w *Watcher) Next(ctx context.Context, max int) (*EventPage, error) {
 	page, ok := w.fromRing(max)
 	deleted := w.tf.deleted
 	w.tf.mu.Unlock()
-	if !ok {
+	if !ok || !w.read {
+		w.read = true
 		var err error
 		page, err = w.a.store.Events(ctx, w.tf.taskID, w.last, max)
 		if err != nil {
