@@ -41,3 +41,4 @@ func (a harnessHost) workspaceList(prefix, buf []byte) int32 { return a.h.Worksp
 func (a harnessHost) workspaceStat(path, buf []byte) int32   { return a.h.WorkspaceStat(path, buf) }
 func (a harnessHost) workspaceDelete(path []byte) int32      { return a.h.WorkspaceDelete(path) }
 func (a harnessHost) downloadWrite(data []byte) int32        { return a.h.DownloadWrite(data) }
+func (a harnessHost) progress(msg, output []byte) int32      { return a.h.Progress(msg, output) }

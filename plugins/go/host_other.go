@@ -32,6 +32,7 @@ type host interface {
 	workspaceStat(path, buf []byte) int32
 	workspaceDelete(path []byte) int32
 	downloadWrite(data []byte) int32
+	progress(msg, output []byte) int32
 }
 
 // testHost answers the host functions when set; nil means no host.
@@ -127,4 +128,11 @@ func hostDownloadWrite(data unsafe.Pointer, dataLen uint32) int32 {
 		return abi.ErrNotAllowed
 	}
 	return testHost.downloadWrite(bytesAt(data, dataLen))
+}
+
+func hostProgress(msg unsafe.Pointer, msgLen uint32, output unsafe.Pointer, outputLen uint32) int32 {
+	if testHost == nil {
+		return abi.ErrNotAllowed
+	}
+	return testHost.progress(bytesAt(msg, msgLen), bytesAt(output, outputLen))
 }

@@ -39,6 +39,7 @@ type fakeHost struct {
 	calls      map[string]int // host calls, by function
 	results    []string       // every set_result
 	downloaded []byte         // what download_write sent
+	reports    [][2]string    // each progress report: message, output
 	logs       []logLine
 	artifacts  []createdArtifact
 	lastErr    string
@@ -184,6 +185,14 @@ func (h *fakeHost) downloadWrite(data []byte) int32 {
 	return 0
 }
 
+func (h *fakeHost) progress(msg, output []byte) int32 {
+	if code, ok := h.failed(abi.FuncProgress); ok {
+		return code
+	}
+	h.reports = append(h.reports, [2]string{string(msg), string(output)})
+	return 0
+}
+
 func (h *fakeHost) info(path string) abi.FileInfo {
 	return abi.FileInfo{Path: path, Size: int64(len(h.files[path])), ModTime: h.modTime}
 }
@@ -288,6 +297,8 @@ func TestWithoutAHostEveryFunctionIsNotAllowed(t *testing.T) {
 		{"PublishFile", func() error { _, err := PublishFile("a.txt", "a.txt", ""); return err }},
 		{"CreateURIArtifact", func() error { _, err := CreateURIArtifact("s3://b/k", "", ""); return err }},
 		{"download's Write", func() error { _, err := downloadWriter{}.Write([]byte("x")); return err }},
+		{"Progress", func() error { return Progress("x") }},
+		{"ProgressOutput", func() error { return ProgressOutput("x", "y") }},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {

@@ -42,3 +42,10 @@ func hostWorkspaceDelete(path unsafe.Pointer, pathLen uint32) int32
 
 //go:wasmimport agentrt_v1 download_write
 func hostDownloadWrite(data unsafe.Pointer, dataLen uint32) int32
+
+// progress is imported only by a plugin that calls Progress or
+// ProgressOutput: the linker drops it from the others, which load on a
+// host without it.
+//
+//go:wasmimport agentrt_v1 progress
+func hostProgress(msg unsafe.Pointer, msgLen uint32, output unsafe.Pointer, outputLen uint32) int32

@@ -21,6 +21,7 @@ type Host interface {
 	WorkspaceStat(path, buf []byte) int32
 	WorkspaceDelete(path []byte) int32
 	DownloadWrite(data []byte) int32
+	Progress(msg, output []byte) int32
 }
 
 // Kit is what the kit lends: its exports (plugins/ABI.md), each as the
