@@ -29,10 +29,13 @@
 // workspace before the artifact handler runs and taken back when the
 // handler rejects it, and a URI upload is handed to it as it is; a
 // download runs the download handler, or is the stored bytes or the URI;
-// paths are checked as the host checks them; an outbound request goes to
-// Host.HTTP only for a destination in Host.Allow, with the headers and
-// secrets agentrt would send, redirects followed and checked, and the
-// secrets scrubbed from what comes back.
+// paths are checked as the host checks them; progress reports are the
+// step handler's, within their sizes, recorded on the step
+// (Step.Progress); log lines and progress reports count against the
+// call's log limit (Host.MaxLog) as agentrt counts them; an outbound
+// request goes to Host.HTTP only for a destination in Host.Allow, with
+// the headers and secrets agentrt would send, redirects followed and
+// checked, and the secrets scrubbed from what comes back.
 //
 // It refuses what agentrt refuses, so that a test cannot pass and the
 // plugin then fail on a server: a result that is not I-JSON, not an
@@ -43,9 +46,10 @@
 // requests in a call, each redirect counted (plugins/README.md lists
 // each rule). It does not check URIs against an agent's schemes, nor
 // addresses (a test's server is its own), and it does not hold a
-// handler to agentrt's other limits (time, memory, the sizes and counts
-// of results, logs and artifacts): "agentrt call" runs one handler in
-// the real sandbox, under them.
+// handler to agentrt's other limits (time, memory, host calls, the sizes
+// and counts of results and artifacts, and what a handler prints, which
+// goes to the test's output rather than its log): "agentrt call" runs
+// one handler in the real sandbox, under them.
 //
 // The handlers run in this process, not in WebAssembly: what they print
 // goes to the test's output, a panic is reported as the kit reports it,
@@ -84,6 +88,12 @@ type Host struct {
 	Allow []string
 	// Secrets are the secrets the host holds for the plugin, by name.
 	Secrets map[string]Secret
+	// MaxLog is what one handler call may log, in bytes, as agentrt's
+	// --max-log (or a manifest's limits.max_log) bounds it: log lines and
+	// progress reports, each counted as agentrt counts it (progress.go).
+	// 0 is agentrt's default, 64 KiB. What a handler prints is not
+	// counted here: it goes to the test's output.
+	MaxLog int
 
 	mu     sync.Mutex
 	nextID int
@@ -133,6 +143,10 @@ type Step struct {
 	Artifacts []Artifact
 	// Logs is what the step's handler logged.
 	Logs []Log
+	// Progress are the progress reports of the step's handler, in the
+	// order it made them (agent.Progress, agent.ProgressOutput); a failed
+	// step keeps those it made.
+	Progress []Progress
 }
 
 // Artifact is an artifact of a task, with its bytes; or a URI artifact,
@@ -279,7 +293,7 @@ func (t *Task) StepWith(req Request) (*Step, error) {
 			msg = "the result's additional_output is not a JSON object"
 		}
 	}
-	s.Status, s.Logs = "completed", c.logs
+	s.Status, s.Logs, s.Progress = "completed", c.logs, c.progress
 	if msg != "" {
 		f := &Failure{Handler: abi.HandlerStep, Message: msg, Logs: c.logs}
 		s.AdditionalOutput, _ = json.Marshal(map[string]any{"error": map[string]string{"code": "plugin_failed", "message": f.Error()}})

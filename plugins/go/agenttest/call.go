@@ -25,15 +25,22 @@ type file struct {
 var calls sync.Mutex
 
 type call struct {
-	task   *Task
-	stepID string
-	input  []byte
+	task    *Task
+	handler string // abi.HandlerStep, ...
+	stepID  string
+	input   []byte
 
 	res       []byte
 	hasResult bool
 	lastErr   string
 	logs      []Log
 	artifacts []Artifact
+	// progress are the step handler's reports; logBytes is what the logs
+	// and reports count against the log limit, and logFull is set once a
+	// line did not fit (progress.go).
+	progress []Progress
+	logBytes int
+	logFull  bool
 	// download is set for the download handler's call, which changes
 	// nothing; downloaded is what it wrote.
 	download   bool
@@ -49,7 +56,7 @@ func (t *Task) call(in abi.Input, stepID string) *call {
 	if err != nil {
 		panic(fmt.Sprintf("agenttest: encode a handler's input: %v", err)) // abi.Input always marshals
 	}
-	return &call{task: t, stepID: stepID, input: b}
+	return &call{task: t, handler: in.Handler, stepID: stepID, input: b}
 }
 
 // run calls export with c as the kit's host.
@@ -104,14 +111,6 @@ func (c *call) SetResult(result []byte) int32 {
 		return c.fail(abi.ErrInvalid, "result is not valid JSON")
 	}
 	c.res, c.hasResult = append([]byte(nil), result...), true
-	return 0
-}
-
-func (c *call) Log(level int32, msg []byte) int32 {
-	if level < abi.LevelDebug || level > abi.LevelError {
-		return c.fail(abi.ErrInvalid, "unknown log level %d", level)
-	}
-	c.logs = append(c.logs, Log{Level: abi.LevelName(level), Message: strings.ToValidUTF8(string(msg), "\uFFFD")})
 	return 0
 }
 
