@@ -46,6 +46,8 @@ pub const FUNC_HTTP_REQUEST: &str = "http_request";
 pub const FUNC_HTTP_RESPONSE: &str = "http_response";
 pub const FUNC_HTTP_RESPONSE_BODY: &str = "http_response_body";
 pub const FUNC_ARTIFACT_FETCH: &str = "artifact_fetch";
+/// A step handler's progress report: see [`progress`](crate::progress()).
+pub const FUNC_PROGRESS: &str = "progress";
 
 /// Error codes returned by host functions (see [`ErrorCode`](crate::ErrorCode)).
 pub const ERR_INVALID: i32 = -1;
@@ -83,6 +85,12 @@ pub const MAX_HTTP_HEADER_BYTES: usize = 16384;
 /// secret placeholder counts as [`MAX_SECRET_BYTES`].
 pub const MAX_HTTP_HEADERS_BYTES: usize = 65536;
 pub const MAX_HTTP_REDIRECTS: usize = 10;
+
+/// The longest message and partial output a progress report may carry,
+/// in bytes; the host refuses a longer one with [`ERR_LIMIT`] before it
+/// reads it.
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+pub const MAX_PROGRESS_OUTPUT_BYTES: usize = 16384;
 
 /// A secret placeholder in a header value, `{{secret:NAME}}`, which the
 /// host fills in; a name has at most [`MAX_SECRET_NAME_BYTES`] bytes.
@@ -132,6 +140,7 @@ mod tests {
             FUNC_HTTP_RESPONSE,
             FUNC_HTTP_RESPONSE_BODY,
             FUNC_ARTIFACT_FETCH,
+            FUNC_PROGRESS,
         ];
         want.sort_unstable();
         assert_eq!(imports, want);

@@ -77,6 +77,13 @@ mod raw {
             path: *const u8,
             path_len: i32,
         ) -> i32;
+        #[link_name = "progress"]
+        pub fn host_progress(
+            msg: *const u8,
+            msg_len: i32,
+            output: *const u8,
+            output_len: i32,
+        ) -> i32;
     }
 }
 
@@ -311,6 +318,17 @@ pub(crate) fn artifact_fetch(id: &str, path: &str) -> Result<u64, Error> {
     let n = unsafe { raw::host_artifact_fetch(id.as_ptr(), id_len, path.as_ptr(), path_len) };
     status(abi::FUNC_ARTIFACT_FETCH, n)?;
     Ok(n as u64)
+}
+
+/// Reports the step handler's progress: a message, and its output so far
+/// (empty for none).
+pub(crate) fn progress(message: &str, output: &str) -> Result<(), Error> {
+    let msg_len = len32(abi::FUNC_PROGRESS, message.len())?;
+    let output_len = len32(abi::FUNC_PROGRESS, output.len())?;
+    // SAFETY: the host only reads the two ranges.
+    status(abi::FUNC_PROGRESS, unsafe {
+        raw::host_progress(message.as_ptr(), msg_len, output.as_ptr(), output_len)
+    })
 }
 
 /// Decodes a host function's JSON answer.

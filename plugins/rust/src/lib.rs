@@ -61,7 +61,8 @@
 //! A handler's `Err(e)` fails the call: the client gets a 502 with
 //! `e.message()`, and artifacts the call created are dropped.
 //!
-//! From a handler, the plugin can [`log()`], [`create_artifact`],
+//! From a handler, the plugin can [`log()`], report its [`progress()`]
+//! (the step handler), [`create_artifact`],
 //! [`publish_file`] and [`create_uri_artifact`], use its task's
 //! [`workspace`], read its [`config()`], call out with [`http`] to the
 //! destinations the operator granted, and [`fetch_artifact`] a URI
@@ -103,6 +104,7 @@ mod download;
 mod error;
 mod host;
 mod log;
+mod progress;
 
 pub mod abi;
 #[doc(hidden)]
@@ -153,6 +155,7 @@ pub use error::{
 };
 pub use http::fetch_artifact;
 pub use log::{debug, error, info, log, warn, Level};
+pub use progress::{progress, progress_with_output};
 
 /// Defines the plugin's exports from its handlers.
 ///

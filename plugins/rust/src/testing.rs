@@ -59,6 +59,8 @@ use crate::abi;
 use crate::host::fake::{self, State};
 
 mod http;
+#[cfg(test)]
+mod progress_tests;
 pub use crate::host::fake::{Reply, SentRequest};
 use crate::json::{self, Value};
 use crate::log::Level;
@@ -83,6 +85,12 @@ impl Handlers {
 pub struct Host {
     /// What [`config()`](crate::config()) returns: the operator's settings.
     pub config: BTreeMap<String, String>,
+    /// What one handler call may log, in bytes, as agentrt's `--max-log`
+    /// (or a manifest's `limits.max_log`) bounds it: log lines and
+    /// progress reports, each counted as agentrt counts it (64 bytes and
+    /// its text as stored). 0 is agentrt's default, 64 KiB. What a handler
+    /// prints is not counted here: it goes to the test's output.
+    pub max_log: usize,
     handlers: Handlers,
     next_id: Cell<u64>,
     /// Outbound HTTP: what is granted, the secrets held, and the server
@@ -125,6 +133,19 @@ pub struct Step {
     pub artifacts: Vec<Artifact>,
     /// What the step's handler logged.
     pub logs: Vec<Log>,
+    /// The progress reports of the step's handler, in the order it made
+    /// them ([`progress`](crate::progress()),
+    /// [`progress_with_output`](crate::progress_with_output)); a failed
+    /// step keeps those it made.
+    pub progress: Vec<Progress>,
+}
+
+/// One progress report of a step's handler.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub message: String,
+    /// The step's output so far it reported ("" for none).
+    pub output: String,
 }
 
 /// An artifact of a task, with its bytes; or a URI artifact, with its URI
@@ -232,6 +253,7 @@ impl Host {
     pub fn new(handlers: Handlers) -> Host {
         Host {
             config: BTreeMap::new(),
+            max_log: 0,
             handlers,
             next_id: Cell::new(0),
             http: HttpSetup::default(),
@@ -354,6 +376,7 @@ impl<'h> Task<'h> {
         let step = &mut self.steps[i];
         step.status = "completed".into();
         step.logs = call.logs.clone();
+        step.progress = call.progress.clone();
         if let Some(msg) = failure {
             let f = call.failed("step", msg);
             step.additional_output = Value::object().with(
@@ -656,6 +679,7 @@ impl<'h> Task<'h> {
             config: config.to_json(),
             last_id: self.host.next_id.get(),
             http: Some(self.host.http.setup()),
+            max_log: self.host.max_log,
             ..State::default()
         });
         let code = handler();
@@ -687,6 +711,11 @@ impl<'h> Task<'h> {
                 .collect(),
             artifacts: Vec::new(),
             downloaded: state.downloaded,
+            progress: state
+                .progress
+                .into_iter()
+                .map(|(message, output)| Progress { message, output })
+                .collect(),
         };
         match result {
             Some(Ok(v)) => call.result = v,
@@ -726,6 +755,8 @@ struct Call {
     artifacts: Vec<Artifact>,
     /// What a download handler wrote.
     downloaded: Vec<u8>,
+    /// The step handler's progress reports.
+    progress: Vec<Progress>,
 }
 
 /// The last segment of a URI's path (after its scheme and authority), or

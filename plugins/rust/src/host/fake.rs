@@ -45,13 +45,25 @@ pub(crate) struct State {
     pub http_response: Option<(Vec<u8>, Vec<u8>)>,
     /// The outbound requests of the call, each redirect followed counted.
     pub http_requests: usize,
+    /// The handler the input message names ("step", ...).
+    pub handler: String,
+    /// The step handler's progress reports: message, output ("" for none).
+    pub progress: Vec<(String, String)>,
+    /// The call's log limit in bytes (0: agentrt's default, 64 KiB); what
+    /// the log lines and progress reports count against it; whether a
+    /// line did not fit, which fills it (log_limit.rs).
+    pub max_log: usize,
+    pub log_bytes: usize,
+    pub log_full: bool,
 }
 
 mod destination;
 mod http;
 mod ijson;
+mod log_limit;
 mod scrub;
 pub use http::{Reply, SentRequest};
+use log_limit::valid_text;
 // What the test harness (the kit's "testing" feature) sets up with.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use {
@@ -61,11 +73,12 @@ pub(crate) use {
     scrub::check_secret,
 };
 
-/// Whether the input message is the download handler's.
-fn is_download(input: &[u8]) -> bool {
+/// The handler the input message names ("" for none).
+fn handler_of(input: &[u8]) -> String {
     json::parse(&String::from_utf8_lossy(input))
-        .map(|v| v["handler"].as_str() == Some(abi::HANDLER_DOWNLOAD))
-        .unwrap_or(false)
+        .ok()
+        .and_then(|v| v["handler"].as_str().map(String::from))
+        .unwrap_or_default()
 }
 
 /// Refuses a change from the download handler.
@@ -90,7 +103,8 @@ pub(crate) fn begin(input: &str) {
         *s.borrow_mut() = Some(State {
             input: input.as_bytes().to_vec(),
             config: "{}".into(),
-            download: is_download(input.as_bytes()),
+            download: handler_of(input.as_bytes()) == abi::HANDLER_DOWNLOAD,
+            handler: handler_of(input.as_bytes()),
             ..State::default()
         })
     });
@@ -98,7 +112,8 @@ pub(crate) fn begin(input: &str) {
 
 /// Starts a call with `state`, for the harness.
 pub(crate) fn begin_call(mut state: State) {
-    state.download = is_download(&state.input);
+    state.handler = handler_of(&state.input);
+    state.download = state.handler == abi::HANDLER_DOWNLOAD;
     STATE.with(|s| *s.borrow_mut() = Some(state));
 }
 
@@ -267,8 +282,51 @@ pub unsafe fn host_log(level: i32, ptr: *const u8, len: i32) -> i32 {
         if !(abi::LEVEL_DEBUG..=abi::LEVEL_ERROR).contains(&level) {
             return fail(s, abi::ERR_INVALID, &format!("unknown log level {}", level));
         }
-        let msg = String::from_utf8_lossy(bytes(ptr, len)).into_owned();
-        s.logs.push((level, msg));
+        let msg = bytes(ptr, len);
+        if let Err(why) = log_limit::count_line(s, msg) {
+            return fail(s, abi::ERR_LIMIT, &why);
+        }
+        s.logs.push((level, valid_text(msg)));
+        0
+    })
+}
+
+pub unsafe fn host_progress(
+    msg: *const u8,
+    msg_len: i32,
+    output: *const u8,
+    output_len: i32,
+) -> i32 {
+    call(|s| {
+        // As the host: the sizes first, each before a byte is read.
+        if msg_len as usize > abi::MAX_PROGRESS_MESSAGE_BYTES {
+            let why = format!(
+                "progress message of {} bytes is over its limit of {} bytes",
+                msg_len,
+                abi::MAX_PROGRESS_MESSAGE_BYTES
+            );
+            return fail(s, abi::ERR_LIMIT, &why);
+        }
+        if output_len as usize > abi::MAX_PROGRESS_OUTPUT_BYTES {
+            let why = format!(
+                "progress output of {} bytes is over its limit of {} bytes",
+                output_len,
+                abi::MAX_PROGRESS_OUTPUT_BYTES
+            );
+            return fail(s, abi::ERR_LIMIT, &why);
+        }
+        if s.handler != abi::HANDLER_STEP {
+            return fail(
+                s,
+                abi::ERR_NOT_ALLOWED,
+                "only the step handler reports progress",
+            );
+        }
+        let (msg, output) = (bytes(msg, msg_len), bytes(output, output_len));
+        if let Err(why) = log_limit::count_progress(s, msg, output) {
+            return fail(s, abi::ERR_LIMIT, &why);
+        }
+        s.progress.push((valid_text(msg), valid_text(output)));
         0
     })
 }
