@@ -69,6 +69,17 @@ type Config struct {
 	Version string
 	// Egress is what the operator grants agents' outbound requests.
 	Egress Egress
+	// StepTimeout is the time limit of a step run in the background
+	// (protocol.AgentConfig.StepTimeout); 0 is protocol.DefaultStepTimeout.
+	StepTimeout time.Duration
+	// MaxBackgroundSteps bounds the steps every agent runs in the
+	// background together, beside each agent's own bound
+	// (Limits.MaxBackgroundSteps); 0 or less is
+	// DefaultMaxBackgroundSteps, never no bound.
+	MaxBackgroundSteps int
+	// CancelOnDisconnect cancels a synchronous step whose client went
+	// away before its answer (protocol.AgentConfig.CancelOnDisconnect).
+	CancelOnDisconnect bool
 	// Log receives what the fleet and its agents have to say; nil:
 	// nothing is said.
 	Log *slog.Logger
@@ -112,6 +123,13 @@ type AgentStore interface {
 	AdoptTasks(ctx context.Context, from string) (int, error)
 }
 
+// DefaultMaxBackgroundSteps bounds the steps every agent of a fleet runs
+// in the background together, where Config says nothing: four agents at
+// their own default bound (protocol.DefaultMaxBackgroundSteps). Each
+// holds its task, a goroutine and, while its handler runs, an instance
+// within MaxInstances.
+const DefaultMaxBackgroundSteps = 4 * protocol.DefaultMaxBackgroundSteps
+
 // Metrics count what a fleet and its agents do; cmd/agentrt's Prometheus
 // metrics are one. Their methods must be quick and safe for concurrent
 // use.
@@ -129,7 +147,10 @@ type Fleet struct {
 	cfg     Config
 	store   Store
 	limiter *runtime.Limiter // the instances of every plugin together
-	log     *slog.Logger
+	// background bounds the steps every agent runs in the background
+	// together.
+	background *protocol.BackgroundSlots
+	log        *slog.Logger
 	// defaultAgent is Config.DefaultAgent, or run's agent.
 	defaultAgent string
 
@@ -171,14 +192,20 @@ func New(store Store, cfg Config) *Fleet {
 	if cfg.MaxPluginBytes <= 0 {
 		cfg.MaxPluginBytes = runtime.DefaultMaxPluginBytes
 	}
+	if cfg.MaxBackgroundSteps <= 0 {
+		cfg.MaxBackgroundSteps = DefaultMaxBackgroundSteps
+	}
 	return &Fleet{cfg: cfg, store: store, log: log, defaultAgent: cfg.DefaultAgent,
-		limiter: runtime.NewLimiter(cfg.MaxInstances, cfg.MaxQueue, cfg.QueueWait),
-		agents:  map[string]*agent{}, files: map[string]*pluginFile{}}
+		limiter:    runtime.NewLimiter(cfg.MaxInstances, cfg.MaxQueue, cfg.QueueWait),
+		background: protocol.NewBackgroundSlots(cfg.MaxBackgroundSteps),
+		agents:     map[string]*agent{}, files: map[string]*pluginFile{}}
 }
 
-// newAgent is the protocol.Agent of the agent named name.
+// newAgent is the protocol.Agent of the agent named name: its steps run
+// in the background share the fleet's bound.
 func (f *Fleet) newAgent(name string, log *slog.Logger) *protocol.Agent {
-	cfg := protocol.AgentConfig{Name: name, Log: log}
+	cfg := protocol.AgentConfig{Name: name, Log: log, StepTimeout: f.cfg.StepTimeout,
+		Background: f.background, CancelOnDisconnect: f.cfg.CancelOnDisconnect}
 	if f.cfg.Metrics != nil {
 		cfg.Observer = f.cfg.Metrics
 	}
@@ -261,6 +288,38 @@ func (f *Fleet) Interrupt(why string) {
 	for _, a := range f.agents {
 		a.agent.Interrupt(why)
 	}
+}
+
+// Wait waits until every agent's steps running in the background have
+// ended, or ctx ends (its error then): what a server shutting down gives
+// them before it interrupts them (Interrupt). It holds no lock while it
+// waits: agents loaded meanwhile are not waited for.
+func (f *Fleet) Wait(ctx context.Context) error {
+	f.mu.RLock()
+	agents := make([]*protocol.Agent, 0, len(f.agents))
+	for _, a := range f.agents {
+		agents = append(agents, a.agent)
+	}
+	f.mu.RUnlock()
+	for _, a := range agents {
+		if err := a.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BackgroundSteps counts the steps each agent runs in the background
+// now, by agent name (agents running none included), and the bound on
+// them all together.
+func (f *Fleet) BackgroundSteps() (byAgent map[string]int, max int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	byAgent = make(map[string]int, len(f.agents))
+	for name, a := range f.agents {
+		byAgent[name] = a.agent.BackgroundSteps()
+	}
+	return byAgent, f.background.Max()
 }
 
 // Close stops following the plugins' files, stops serving every build,

@@ -34,6 +34,9 @@ type Limits struct {
 func (f *Fleet) limitsFor(m *manifest.Manifest) Limits {
 	l := f.cfg.Limits
 	l.MaxInstances = 0
+	if l.MaxBackgroundSteps <= 0 { // as the agent would read it: never a manifest's 0 or less
+		l.MaxBackgroundSteps = protocol.DefaultMaxBackgroundSteps
+	}
 	if m == nil {
 		return l
 	}
@@ -53,6 +56,9 @@ func (f *Fleet) limitsFor(m *manifest.Manifest) Limits {
 	l.MaxTaskArtifacts = tighter(l.MaxTaskArtifacts, ml.MaxTaskArtifacts, true)
 	l.MaxPlannedSteps = tighter(l.MaxPlannedSteps, ml.MaxPlannedSteps, false)
 	l.MaxTaskSteps = tighter(l.MaxTaskSteps, ml.MaxTaskSteps, true)
+	if v := ml.MaxBackgroundSteps; v != nil && *v >= 1 { // the manifest's parser refuses less
+		l.MaxBackgroundSteps = min(l.MaxBackgroundSteps, *v)
+	}
 	l.MaxHostCalls = tighter(l.MaxHostCalls, ml.MaxHostCalls, false)
 	l.MaxTableEntries = tighter(l.MaxTableEntries, ml.MaxTableEntries, false)
 	if v := ml.MaxInstances; v != nil {
@@ -110,6 +116,7 @@ func (l Limits) describe() map[string]any {
 		"task_time":               l.MaxTaskTime.String(),
 		"max_host_calls":          l.MaxHostCalls,
 		"max_table_entries":       l.MaxTableEntries,
+		"max_background_steps":    l.MaxBackgroundSteps,
 		"http_timeout":            l.Egress.Timeout.String(),
 		"max_http_requests":       l.Egress.MaxRequests,
 		"max_http_request":        l.Egress.MaxRequestBytes,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrt/agentrt/hostapi/egress"
 	"github.com/agentrt/agentrt/plugins/manifest"
+	"github.com/agentrt/agentrt/protocol"
 )
 
 // A manifest tightens the operator's limits and never loosens them: each
@@ -91,7 +92,7 @@ func TestEachLimitAManifestSetsIsTheSmallerOfItsOwnAndTheOperators(t *testing.T)
 		"max_result":1003,"max_log":1004,"max_task_log":1005,"max_workspace":1006,"max_workspace_files":7,
 		"max_call_artifacts":8,"max_task_artifacts":9,"max_task_artifact_bytes":1010,"max_planned_steps":11,
 		"max_task_steps":12,"task_time":"13s","max_host_calls":14,"max_table_entries":15,"max_instances":2,
-		"http_timeout":"16s","max_http_requests":17,"max_http_request":1018,"max_http_response":1019}}`
+		"http_timeout":"16s","max_http_requests":17,"max_http_request":1018,"max_http_response":1019,"max_background_steps":20}}`
 	asked := op
 	asked.CallTimeout, asked.Memory = time.Second, 64<<20
 	asked.MaxUploadBytes, asked.MaxArtifactBytes, asked.MaxResultBytes, asked.MaxLogBytes = 1001, 1002, 1003, 1004
@@ -99,13 +100,14 @@ func TestEachLimitAManifestSetsIsTheSmallerOfItsOwnAndTheOperators(t *testing.T)
 	asked.MaxTaskArtifacts, asked.MaxTaskArtifactBytes, asked.MaxPlannedSteps, asked.MaxTaskSteps = 9, 1010, 11, 12
 	asked.MaxTaskTime, asked.MaxHostCalls, asked.MaxTableEntries, asked.MaxInstances = 13*time.Second, 14, 15, 2
 	asked.Egress = egress.Limits{Timeout: 16 * time.Second, MaxRequests: 17, MaxRequestBytes: 1018, MaxResponseBytes: 1019}
+	asked.MaxBackgroundSteps = 20
 
 	more := `{"limits":{"call_timeout":"1h","memory":"4GiB","max_upload":"512GiB","max_artifact":"512GiB",
 		"max_result":"512GiB","max_log":"512GiB","max_task_log":"512GiB","max_workspace":"512GiB","max_workspace_files":1000000000,
 		"max_call_artifacts":1000000000,"max_task_artifacts":1000000000,"max_task_artifact_bytes":"512GiB",
 		"max_planned_steps":1000000000,"max_task_steps":1000000000,"task_time":"1000h","max_host_calls":1000000000,
 		"max_table_entries":4294967295,"max_instances":1000000000,"http_timeout":"1h","max_http_requests":1000000000,
-		"max_http_request":"512GiB","max_http_response":"512GiB"}}`
+		"max_http_request":"512GiB","max_http_response":"512GiB","max_background_steps":1000000000}}`
 	opMore := op
 	opMore.MaxInstances = cfg.MaxInstances // asked for more than the fleet's bound: the fleet's
 
@@ -167,3 +169,42 @@ func TestEachLimitAManifestSetsIsTheSmallerOfItsOwnAndTheOperators(t *testing.T)
 		}
 	}
 }
+
+// The bound on an agent's background steps never loosens, and is never
+// off: a manifest asks for less of the operator's, or of the default the
+// agent would read for the operator's 0; a manifest holding 0 (made
+// without Parse, which refuses it) gets the operator's, not an agent's
+// default that may be more.
+func TestAnAgentsBackgroundBoundIsNeverLooserThanTheOperatorsNorOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		op    int
+		asked *int
+		want  int
+	}{
+		{"none asked: the operator's", 2, nil, 2},
+		{"less: less", 8, ptr(3), 3},
+		{"more: the operator's", 2, ptr(100), 2},
+		{"the operator's 0 is the default, and a manifest tightens it", 0, ptr(3), 3},
+		{"the operator's 0 is the default", 0, nil, protocol.DefaultMaxBackgroundSteps},
+		{"the operator's negative is the default", -1, ptr(1000), protocol.DefaultMaxBackgroundSteps},
+		{"a manifest's 0: the operator's", 2, ptr(0), 2},
+		{"a manifest's negative: the operator's", 2, ptr(-5), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "")
+			cfg.Limits.MaxBackgroundSteps = tc.op
+			m := &manifest.Manifest{Limits: manifest.Limits{MaxBackgroundSteps: tc.asked}}
+			if got := New(nil, cfg).limitsFor(m).MaxBackgroundSteps; got != tc.want {
+				t.Errorf("max background steps %d, want %d", got, tc.want)
+			}
+			if tc.asked == nil {
+				if got := New(nil, cfg).limitsFor(nil).MaxBackgroundSteps; got != tc.want {
+					t.Errorf("without a manifest: max background steps %d, want %d", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
