@@ -3,7 +3,10 @@
 // workspace through tools: write a file, read one, list them, finish.
 // What it writes is published as artifacts. Each step is one call of the
 // model, and the tools it asked for; the step's additional_output records
-// the tokens it used and an estimated cost.
+// the tokens it used and an estimated cost. Clients watching the task's
+// events see its progress: "calling the model (turn N)" before each call,
+// "running tool NAME" before each tool, the first with what the model
+// said, when it said something, as the step's output so far.
 //
 // Settings (agentrt run --config KEY=VALUE, or a manifest's settings):
 //
@@ -156,6 +159,9 @@ func step(s *agent.Step) (agent.Result, error) {
 		return agent.Result{Output: fmt.Sprintf("stopped: the task took its %d steps", cfg.maxSteps), IsLast: true}, nil
 	}
 	conv.Steps++
+	// Progress reports are for the clients watching the task's events; one
+	// that is refused (past the log limit, say) changes nothing here.
+	agent.Progress(fmt.Sprintf("calling the model (turn %d)", conv.Steps))
 	reply, used, err := complete(cfg, conv.Messages)
 	if err != nil {
 		return agent.Result{}, err
@@ -166,7 +172,14 @@ func step(s *agent.Step) (agent.Result, error) {
 		said = append(said, strings.TrimSpace(*reply.Content))
 	}
 	done := len(reply.ToolCalls) == 0 // an answer without tools ends the task
-	for _, call := range reply.ToolCalls {
+	for i, call := range reply.ToolCalls {
+		report := "running tool " + call.Function.Name
+		if i == 0 && len(said) > 0 {
+			// What the model said is the step's output so far.
+			progressOutput(report, said[0])
+		} else {
+			agent.Progress(report)
+		}
 		result, finished := runTool(call)
 		done = done || finished
 		said = append(said, result)
@@ -182,6 +195,14 @@ func step(s *agent.Step) (agent.Result, error) {
 		AdditionalOutput: json.RawMessage(fmt.Sprintf(`{"tokens":%d,"estimated_cost":"%.6f$","prompt_tokens":%d,"completion_tokens":%d,"model":%q}`,
 			used.TotalTokens, cost, used.PromptTokens, used.CompletionTokens, cfg.model)),
 	}, nil
+}
+
+// progressOutput reports progress with the step's output so far, or
+// without it when it is refused (over its 16 KiB, or the log limit).
+func progressOutput(message, output string) {
+	if err := agent.ProgressOutput(message, output); errors.Is(err, agent.ErrLimit) {
+		agent.Progress(message)
+	}
 }
 
 // load reads the task's conversation, or starts one from its input.

@@ -3,8 +3,11 @@
 //! workspace through tools: write a file, read one, list them, finish.
 //! What it writes is published as artifacts. Each step is one call of the
 //! model, and the tools it asked for; the step's `additional_output`
-//! records the tokens it used and an estimated cost. The Go example
-//! (`../go`) is the same agent; the settings are the same:
+//! records the tokens it used and an estimated cost. Clients watching the
+//! task's events see its progress: "calling the model (turn N)" before each
+//! call, "running tool NAME" before each tool, the first with what the
+//! model said, when it said something, as the step's output so far. The Go
+//! example (`../go`) is the same agent; the settings are the same:
 //!
 //! | setting | default |
 //! |---|---|
@@ -26,7 +29,7 @@
 
 use agentrt::http;
 use agentrt::json::{self, Value};
-use agentrt::{workspace, Error, Step, StepResult};
+use agentrt::{workspace, Error, ErrorCode, Step, StepResult};
 
 /// Where a task's conversation with the model is kept between steps; the
 /// model's tools never see it.
@@ -105,6 +108,9 @@ fn on_step(step: &Step) -> Result<StepResult, Error> {
         .last());
     }
     steps += 1;
+    // Progress reports are for the clients watching the task's events; one
+    // that is refused (past the log limit, say) changes nothing here.
+    let _ = agentrt::progress(&format!("calling the model (turn {})", steps));
     let answer = complete(&cfg, &messages)?;
     let mut reply = answer["choices"][0]["message"].clone();
     if !reply.is_object() {
@@ -120,7 +126,18 @@ fn on_step(step: &Step) -> Result<StepResult, Error> {
     }
     let calls = reply["tool_calls"].as_array().cloned().unwrap_or_default();
     let mut done = calls.is_empty(); // an answer without tools ends the task
-    for call in &calls {
+    for (i, call) in calls.iter().enumerate() {
+        let report = format!(
+            "running tool {}",
+            call["function"]["name"].as_str().unwrap_or("")
+        );
+        match said.first() {
+            // What the model said is the step's output so far.
+            Some(text) if i == 0 => progress_with_output(&report, text),
+            _ => {
+                let _ = agentrt::progress(&report);
+            }
+        }
         let (result, finished) = run_tool(call);
         done = done || finished;
         messages.push(
@@ -141,6 +158,16 @@ fn on_step(step: &Step) -> Result<StepResult, Error> {
         .with("model", cfg.model.as_str());
     let result = StepResult::output(said.join("\n")).with_additional_output(extra);
     Ok(if done { result.last() } else { result })
+}
+
+/// Reports progress with the step's output so far, or without it when it
+/// is refused (over its 16 KiB, or the log limit).
+fn progress_with_output(message: &str, output: &str) {
+    if let Err(e) = agentrt::progress_with_output(message, output) {
+        if e.code() == Some(ErrorCode::Limit) {
+            let _ = agentrt::progress(message);
+        }
+    }
 }
 
 /// The task's conversation, or one started from its input.
@@ -293,8 +320,9 @@ mod tests {
     use super::*;
     use agentrt::testing::{Reply, SentRequest};
 
-    /// A model that writes the file the task names, then finishes.
-    fn model(req: &SentRequest) -> Reply {
+    /// A model that writes the file the task names, saying `said` ("" for
+    /// nothing), then finishes without a word.
+    fn model(req: &SentRequest, said: &str) -> Reply {
         let messages = req.json()["messages"].as_array().cloned().unwrap_or_default();
         let wrote = messages.iter().any(|m| m["role"].as_str() == Some("tool"));
         let call = if wrote {
@@ -327,7 +355,14 @@ mod tests {
                         "message",
                         Value::object()
                             .with("role", "assistant")
-                            .with("content", Value::Null)
+                            .with(
+                                "content",
+                                if wrote || said.is_empty() {
+                                    Value::Null
+                                } else {
+                                    Value::from(said)
+                                },
+                            )
                             .with("tool_calls", vec![tool_call]),
                     )],
                 )
@@ -341,28 +376,78 @@ mod tests {
         )
     }
 
-    #[test]
-    fn writes_washington_through_tool_calls() {
+    /// A host granting the model's endpoint and holding its key, the model
+    /// saying `said` with its first tool call.
+    fn host(said: &str) -> agentrt::testing::Host {
+        let said = said.to_string();
         let mut host = agentrt::test_host!();
         host.allow_http("https://api.openai.com/v1/")
             .secret("OPENAI_API_KEY", "sk-test-0123456789", &["https://api.openai.com/v1/"])
-            .serve_http(|req| {
+            .serve_http(move |req| {
                 assert_eq!(req.header("authorization"), Some("Bearer sk-test-0123456789"));
-                model(req)
+                model(req, &said)
             });
+        host
+    }
+
+    /// The reports of a step, as (message, output).
+    fn reports(step: &agentrt::testing::Step) -> Vec<(&str, &str)> {
+        step.progress
+            .iter()
+            .map(|p| (p.message.as_str(), p.output.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn writes_washington_through_tool_calls_reporting_each_call_as_progress() {
+        let host = host("I will write the file.");
         let mut task = host
             .create_task("Write the word 'Washington' to a .txt file")
             .unwrap();
         let first = task.step("").unwrap();
         assert!(!first.is_last);
-        assert_eq!(first.output, "wrote washington.txt (10 bytes)");
+        assert_eq!(
+            first.output,
+            "I will write the file.\nwrote washington.txt (10 bytes)"
+        );
         assert_eq!(first.additional_output["tokens"].as_u64(), Some(1100));
         assert_eq!(first.additional_output["estimated_cost"].as_str(), Some("0.000210$"));
+        assert_eq!(
+            reports(&first),
+            [
+                ("calling the model (turn 1)", ""),
+                ("running tool write_file", "I will write the file."),
+            ]
+        );
         let second = task.step("").unwrap();
         assert!(second.is_last);
         assert_eq!(second.output, "Wrote Washington to washington.txt");
+        assert_eq!(
+            reports(&second),
+            [
+                ("calling the model (turn 2)", ""),
+                ("running tool finish", ""),
+            ]
+        );
         assert_eq!(task.read_file("washington.txt").unwrap(), b"Washington");
         assert_eq!(first.artifacts[0].file_name, "washington.txt");
+    }
+
+    /// What the model said is reported as the step's output so far only
+    /// within the 16 KiB a report's output may have; past it, the report
+    /// goes without.
+    #[test]
+    fn an_answer_too_long_for_a_report_is_left_out_of_it() {
+        let host = host(&"x".repeat(16 * 1024 + 1));
+        let mut task = host.create_task("Write the word 'Washington'").unwrap();
+        let step = task.step("").unwrap();
+        assert_eq!(
+            reports(&step),
+            [
+                ("calling the model (turn 1)", ""),
+                ("running tool write_file", ""),
+            ]
+        );
     }
 
     #[test]
