@@ -36,17 +36,22 @@
 //! workspace before the artifact handler runs and taken back when the
 //! handler rejects it, and a URI upload is handed to it as it is; a
 //! download runs the download handler, or is the stored bytes or the URI;
-//! paths are checked as the host checks them. It refuses what agentrt
-//! refuses, so that a test cannot pass and the plugin then fail on a
-//! server: a result that is not I-JSON, not an object, or names a field
-//! in another case; a request to a destination not granted, or whose
-//! URL, headers, body or message agentrt would not send; a secret filled
-//! in, or its value carried in any form, where it is not bound; more
-//! than 32 requests in a call, each redirect counted (plugins/README.md
+//! paths are checked as the host checks them; progress reports are the
+//! step handler's, within their sizes, recorded on the step
+//! ([`Step::progress`](crate::testing::Step::progress)); log lines and
+//! progress reports count against the call's log limit
+//! ([`Host::max_log`](crate::testing::Host::max_log)) as agentrt counts
+//! them. It refuses what agentrt refuses, so that a test cannot pass and
+//! the plugin then fail on a server: a result that is not I-JSON, not an
+//! object, or names a field in another case; a request to a destination
+//! not granted, or whose URL, headers, body or message agentrt would not
+//! send; a secret filled in, or its value carried in any form, where it
+//! is not bound; more than 32 requests in a call, each redirect counted (plugins/README.md
 //! lists each rule). It does not check URIs against an agent's schemes,
 //! and it does not hold a handler to agentrt's other limits (time,
-//! memory, the sizes and counts of results, logs and artifacts): `agentrt
-//! call` runs one handler in the real sandbox, under them.
+//! memory, host calls, the sizes and counts of results and artifacts, and
+//! what a handler prints, which goes to the test's output): `agentrt call`
+//! runs one handler in the real sandbox, under them.
 //!
 //! Handlers run natively, in the test's thread: a panic fails the test
 //! with its message, as any panic in a test does.
