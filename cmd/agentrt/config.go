@@ -19,6 +19,7 @@ import (
 	"github.com/agentrt/agentrt/protocol"
 	"github.com/agentrt/agentrt/protocol/httpapi"
 	"github.com/agentrt/agentrt/runtime"
+	"github.com/agentrt/agentrt/runtime/fleet"
 	"github.com/agentrt/agentrt/storage"
 )
 
@@ -28,7 +29,8 @@ import (
 // holds what one package is configured with: http the HTTP front end
 // (protocol/httpapi), data the store (storage), limits each agent's
 // limits (runtime/fleet; named as a manifest names them), sandbox the
-// instances of every plugin together (runtime), egress outbound HTTP
+// instances of every plugin together (runtime) and the steps they run
+// in the background (runtime/fleet), egress outbound HTTP
 // (hostapi/egress, its policy file's document inline), memory the
 // caches' bounds (storage) and the Go runtime's, log the server's
 // log, plugins what serve serves and the plugins' settings. Every flag
@@ -70,6 +72,11 @@ type HTTPConfig struct {
 	ShutdownTimeout     duration   `json:"shutdown_timeout"`       // -shutdown-timeout
 	DebugAddr           string     `json:"debug_addr"`             // -debug-addr
 	CORS                CORSConfig `json:"cors"`
+	// A step's client that goes away cancels it (protocol.AgentConfig,
+	// through the fleet); event streams' heartbeat and write timeout.
+	CancelOnDisconnect bool     `json:"cancel_on_disconnect"` // -cancel-on-disconnect
+	EventHeartbeat     duration `json:"event_heartbeat"`      // -event-heartbeat
+	EventWriteTimeout  duration `json:"event_write_timeout"`  // -event-write-timeout
 }
 
 // CORSConfig is httpapi.CORS.
@@ -85,6 +92,9 @@ type DataConfig struct {
 	Dir         string        `json:"dir"`           // -data
 	Cache       string        `json:"cache"`         // -cache
 	MinFreeDisk diskFloorFlag `json:"min_free_disk"` // -min-free-disk
+	// The bounds of each task's event log (storage.Config.EventBounds).
+	MaxTaskEvents     int  `json:"max_task_events"`      // -max-task-events
+	MaxTaskEventBytes size `json:"max_task_event_bytes"` // -max-task-event-bytes
 }
 
 // MemoryConfig bounds what the server holds in memory besides its
@@ -125,15 +135,22 @@ type LimitsConfig struct {
 	MaxHTTPRequests      int      `json:"max_http_requests"`       // -max-http-requests
 	MaxHTTPRequest       size     `json:"max_http_request"`        // -max-http-request
 	MaxHTTPResponse      size     `json:"max_http_response"`       // -max-http-response
+	MaxBackgroundSteps   int      `json:"max_background_steps"`    // -max-background-steps
 }
 
-// SandboxConfig bounds the plugins of the server together (runtime).
+// SandboxConfig bounds the plugins of the server together (runtime), and
+// the steps they run in the background (runtime/fleet).
 type SandboxConfig struct {
 	MaxInstances  int      `json:"max_instances"`   // -max-instances
 	MaxQueue      int      `json:"max_queue"`       // -max-queue
 	QueueWait     duration `json:"queue_wait"`      // -queue-wait
 	MaxPluginSize size     `json:"max_plugin_size"` // -max-plugin-size
 	Snapshots     bool     `json:"snapshots"`       // -snapshots
+	// StepTimeout is a background step's time limit; the steps every
+	// agent runs in the background together are at most
+	// MaxBackgroundStepsTotal.
+	StepTimeout             duration `json:"step_timeout"`               // -step-timeout
+	MaxBackgroundStepsTotal int      `json:"max_background_steps_total"` // -max-background-steps-total
 }
 
 // EgressConfig is what agents may reach (hostapi/egress): grants as the
@@ -171,8 +188,11 @@ func defaultConfig() *Config {
 			MaxUploadsPerClient: httpapi.DefaultMaxUploadsPerClient,
 			ShutdownTimeout:     duration(30 * time.Second),
 			CORS:                CORSConfig{Origins: []string{}, Methods: []string{}, Headers: []string{}, MaxAge: duration(10 * time.Minute)},
+			EventHeartbeat:      duration(httpapi.DefaultEventHeartbeat),
+			EventWriteTimeout:   duration(httpapi.DefaultEventWriteTimeout),
 		},
-		Data:   DataConfig{Dir: "./agentrt-data", MinFreeDisk: diskFloorFlag{auto: true}},
+		Data: DataConfig{Dir: "./agentrt-data", MinFreeDisk: diskFloorFlag{auto: true},
+			MaxTaskEvents: protocol.DefaultEventBounds.Count, MaxTaskEventBytes: size(protocol.DefaultEventBounds.Bytes)},
 		Memory: MemoryConfig{TaskCache: storage.DefaultTaskCacheBytes, DBCache: storage.DefaultDBCacheBytes},
 		Log:    LogConfig{Level: "info", Format: "text"},
 		Limits: LimitsConfig{
@@ -197,6 +217,7 @@ func defaultConfig() *Config {
 			MaxHTTPRequests:      e.MaxRequests,
 			MaxHTTPRequest:       size(e.MaxRequestBytes),
 			MaxHTTPResponse:      size(e.MaxResponseBytes),
+			MaxBackgroundSteps:   l.MaxBackgroundSteps,
 		},
 		Sandbox: SandboxConfig{
 			MaxInstances:  max(8, 4*cpus),
@@ -204,6 +225,9 @@ func defaultConfig() *Config {
 			QueueWait:     duration(30 * time.Second),
 			MaxPluginSize: runtime.DefaultMaxPluginBytes,
 			Snapshots:     true,
+
+			StepTimeout:             duration(protocol.DefaultStepTimeout),
+			MaxBackgroundStepsTotal: fleet.DefaultMaxBackgroundSteps,
 		},
 		Egress:  EgressConfig{Allow: []string{}, PrivateHosts: []string{}, SecretEnv: []string{}},
 		Plugins: PluginsConfig{Settings: map[string]string{}},

@@ -84,6 +84,14 @@ var configFlags = []configFlag{
 	{"default", "llm", "plugins.default", `"llm"`},
 	{"config", "greeting=hi", "plugins.settings", `{"greeting":"hi"}`},
 	{"config-file", "SETTINGS", "plugins.settings_file", `"SETTINGS"`},
+	{"step-timeout", "5m", "sandbox.step_timeout", `"5m"`},
+	{"max-background-steps", "3", "limits.max_background_steps", `3`},
+	{"max-background-steps-total", "7", "sandbox.max_background_steps_total", `7`},
+	{"cancel-on-disconnect", "true", "http.cancel_on_disconnect", `true`},
+	{"max-task-events", "50", "data.max_task_events", `50`},
+	{"max-task-event-bytes", "2MiB", "data.max_task_event_bytes", `"2MiB"`},
+	{"event-heartbeat", "30s", "http.event_heartbeat", `"30s"`},
+	{"event-write-timeout", "5s", "http.event_write_timeout", `"5s"`},
 }
 
 // notConfig are the flags of run and serve that are not fields: the

@@ -151,6 +151,39 @@ func (m *serverMetrics) PluginCompiled(cache string) {
 	m.compiles.WithLabelValues(cache).Inc()
 }
 
+// backgroundCollector is the steps each agent runs in the background,
+// and the bound on them all together, read at each scrape.
+type backgroundCollector struct {
+	steps func() (byAgent map[string]int, max int)
+	now   *prometheus.Desc
+	limit *prometheus.Desc
+}
+
+func newBackgroundCollector(steps func() (map[string]int, int)) *backgroundCollector {
+	return &backgroundCollector{
+		steps: steps,
+		now: prometheus.NewDesc("agentrt_background_steps",
+			"Steps running in the background (Prefer: respond-async) now, by agent; each agent runs at most its limits' max_background_steps.", []string{"agent"}, nil),
+		limit: prometheus.NewDesc("agentrt_background_steps_limit",
+			"The most steps every agent may run in the background together (--max-background-steps-total); beyond, a request is refused with 503 and Retry-After.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *backgroundCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.now
+	ch <- c.limit
+}
+
+// Collect implements prometheus.Collector.
+func (c *backgroundCollector) Collect(ch chan<- prometheus.Metric) {
+	byAgent, max := c.steps()
+	for agent, n := range byAgent {
+		ch <- prometheus.MustNewConstMetric(c.now, prometheus.GaugeValue, float64(n), agent)
+	}
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(max))
+}
+
 var (
 	_ httpapi.RequestObserver = (*serverMetrics)(nil)
 	_ fleet.Metrics           = (*serverMetrics)(nil)

@@ -80,6 +80,17 @@ type runConfig struct {
 	requireAuth     bool
 	cors            httpapi.CORS
 	shutdownTimeout time.Duration
+
+	// Steps in the background and the event log (background.go):
+	// fleet.Config's StepTimeout, MaxBackgroundSteps and
+	// CancelOnDisconnect; storage.Config.EventBounds; the event streams'
+	// httpapi.ServerConfig.
+	stepTimeout        time.Duration
+	maxBackgroundTotal int
+	cancelOnDisconnect bool
+	eventBounds        protocol.EventBounds
+	eventHeartbeat     time.Duration
+	eventWriteTimeout  time.Duration
 	// call is what "agentrt call" is told besides the limits (call.go);
 	// nil for run and serve.
 	call *callConfig
@@ -300,6 +311,7 @@ func runFlags(command string, doc *Config, cfg *runConfig, stderr io.Writer) *fl
 	})
 	fs.Var(&h.CORS.MaxAge, "cors-max-age", "how long (a `DURATION`) a browser may keep a CORS preflight's answer")
 	fs.Var(&h.ShutdownTimeout, "shutdown-timeout", "on SIGTERM or SIGINT, how long (a `DURATION`) steps running may take to finish before they are stopped (and recorded as interrupted)")
+	addBackgroundFlags(fs, doc)
 	addEgressFlags(fs, doc)
 	return fs
 }
@@ -379,6 +391,9 @@ func (cfg *runConfig) apply(doc *Config, fs *flag.FlagSet, fromFile egressFromFi
 	if g := doc.Memory.GoLimit; g != 0 && g < minGoMemoryLimit {
 		return &usageError{fmt.Sprintf("bad %s %s: want 0 (none) or at least %dMiB", name("go-memory-limit", "memory.go_limit"), &g, minGoMemoryLimit>>20)}
 	}
+	if err := cfg.applyBackground(doc, name); err != nil {
+		return err
+	}
 	// What a flag checked as it was read, a file's value is checked here.
 	for _, o := range h.CORS.Origins {
 		if _, err := corsOrigins(o); err != nil {
@@ -403,6 +418,7 @@ func (cfg *runConfig) apply(doc *Config, fs *flag.FlagSet, fromFile egressFromFi
 		MaxPlannedSteps:      l.MaxPlannedSteps,
 		MaxTaskSteps:         l.MaxTaskSteps,
 		MaxTaskTime:          time.Duration(l.TaskTime),
+		MaxBackgroundSteps:   l.MaxBackgroundSteps,
 	}
 	cfg.maxHostCalls, cfg.maxTableEntries = l.MaxHostCalls, l.MaxTableEntries
 	cfg.maxInstances, cfg.maxQueue, cfg.queueWait = sb.MaxInstances, sb.MaxQueue, time.Duration(sb.QueueWait)
@@ -510,22 +526,27 @@ func run(ctx context.Context, cfg *runConfig, stderr io.Writer) error {
 	return shutdown(hs, srv, cfg.shutdownTimeout, log)
 }
 
-// shutdown stops a server gracefully: it accepts nothing more and gives
-// the requests in progress (a step running) up to timeout to end. Then
-// it stops the steps still running, which are recorded as interrupted
-// (saying why) and answered so, gives their answers a few seconds to go,
-// and closes what is left.
+// shutdown stops a server gracefully: it accepts nothing more (event
+// streams end) and gives the requests in progress (a step running) and
+// the steps running in the background, together, up to timeout to end.
+// Then it stops the steps still running, which are recorded as
+// interrupted (saying why, with a step.failed event) and answered so,
+// gives their answers and records a few seconds, and closes what is
+// left.
 func shutdown(hs *http.Server, srv *server, timeout time.Duration, log *slog.Logger) error {
-	log.Info("shutting down: accepting nothing more; waiting for the requests in progress", "timeout", timeout)
+	log.Info("shutting down: accepting nothing more; waiting for the requests in progress and the steps running in the background", "timeout", timeout)
 	srv.api.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := hs.Shutdown(ctx)
+	if err == nil {
+		err = srv.fleet.Wait(ctx)
+	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	why := fmt.Sprintf("the server shut down, and the step did not finish within the %s it was given", timeout)
-	log.Warn("requests still in progress at the shutdown timeout; stopping their steps", "timeout", timeout)
+	log.Warn("requests or background steps still running at the shutdown timeout; stopping their steps", "timeout", timeout)
 	srv.fleet.Interrupt(why)
 	ctx, cancel = context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
@@ -533,11 +554,15 @@ func shutdown(hs *http.Server, srv *server, timeout time.Duration, log *slog.Log
 		log.Warn("closing the connections still open", "err", err)
 		hs.Close()
 	}
+	if err := srv.fleet.Wait(ctx); err != nil {
+		log.Warn("background steps still recording their interruption at the end of the grace", "grace", shutdownGrace)
+	}
 	return nil
 }
 
 // shutdownGrace is how long, after steps were stopped at the shutdown
-// timeout, their answers (and uploads still arriving) are given.
+// timeout, their answers (and uploads still arriving) and the records of
+// background steps are given.
 const shutdownGrace = 5 * time.Second
 
 // newLogger is the server's logger: text or JSON on w, each line of a
@@ -613,6 +638,10 @@ func (c *runConfig) fleetConfig(log *slog.Logger, m fleet.Metrics) fleet.Config 
 		Egress:         fleet.Egress{Grants: c.egress.grants, Resolver: c.egress.resolver, TLS: c.egress.tls},
 		Log:            log,
 		Metrics:        m,
+
+		StepTimeout:        c.stepTimeout,
+		MaxBackgroundSteps: c.maxBackgroundTotal,
+		CancelOnDisconnect: c.cancelOnDisconnect,
 	}
 }
 
@@ -634,7 +663,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		}
 	}
 	store, err := storage.Open(ctx, cfg.dataDir, storage.Config{MinFreeDisk: cfg.minFreeDisk.bytes(),
-		TaskCacheBytes: cfg.taskCache, DBCacheBytes: cfg.dbCache, Log: log})
+		TaskCacheBytes: cfg.taskCache, DBCacheBytes: cfg.dbCache, EventBounds: cfg.eventBounds, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -653,7 +682,8 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 	m := newMetrics(
 		func() float64 { running, _ := srv.fleet.Instances(); return float64(running) },
 		func() float64 { _, waiting := srv.fleet.Instances(); return float64(waiting) })
-	m.registry.MustRegister(newMemoryCollector(store.Caches))
+	m.registry.MustRegister(newMemoryCollector(store.Caches),
+		newBackgroundCollector(func() (map[string]int, int) { return srv.fleet.BackgroundSteps() }))
 	srv.fleet = fleet.New(fleetStore{store}, cfg.fleetConfig(log, m))
 	if cfg.plugin != "" {
 		err = srv.fleet.OpenPlugin(ctx, cfg.plugin, cfg.name)
@@ -678,6 +708,8 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		Observer:            m,
 		Metrics:             m.handler(),
 		Ready:               store.Ping,
+		EventHeartbeat:      cfg.eventHeartbeat,
+		EventWriteTimeout:   cfg.eventWriteTimeout,
 	})
 	srv.handler = srv.api
 	return srv, nil
