@@ -190,7 +190,7 @@ func (c *Client) UploadArtifact(ctx context.Context, taskID, fileName, relativeP
 		}
 		return req, nil
 	}
-	again := func() bool { return replayable && file.failure() == nil }
+	again := func(e *Error) bool { return notRecorded(e) && replayable && file.failure() == nil }
 	res, err := c.send(ctx, newReq, again)
 	if err == nil {
 		defer res.Body.Close()

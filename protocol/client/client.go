@@ -212,7 +212,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 // send sends the request newReq makes, again after refusals as exchange
 // does, and returns its answer if it is a 2xx; any other answer is an
 // *Error, its body read and closed.
-func (c *Client) send(ctx context.Context, newReq func() (*http.Request, error), again func() bool) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, newReq func() (*http.Request, error), again func(*Error) bool) (*http.Response, error) {
 	res, err := c.exchange(ctx, c.httpClient(), newReq, again)
 	if err != nil {
 		return nil, err
@@ -228,34 +228,56 @@ func (c *Client) send(ctx context.Context, newReq func() (*http.Request, error),
 // the JSON answer into out. Its body is bytes: it is sent again after a
 // refusal that asks for it (retry.go).
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.callJSON(ctx, jsonCall{method: method, path: path, in: in, out: out})
+	return err
+}
+
+// jsonCall is one JSON request: what it sends, and where its answer goes.
+type jsonCall struct {
+	method, path string
+	// header holds fields sent beside Accept and Content-Type.
+	header http.Header
+	in     any // the body, as JSON; nil for none
+	out    any // decoded from the answer
+	// again decides whether a refusal for now may be sent again
+	// (exchange); nil sends again only what recorded nothing.
+	again func(*Error) bool
+}
+
+// callJSON sends call and decodes its answer; it returns the answer, its
+// body read and closed, for its status and headers.
+func (c *Client) callJSON(ctx context.Context, call jsonCall) (*http.Response, error) {
 	var body []byte
-	if in != nil {
-		b, err := json.Marshal(in)
+	if call.in != nil {
+		b, err := json.Marshal(call.in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = b
 	}
 	res, err := c.send(ctx, func() (*http.Request, error) {
 		var r io.Reader
-		if in != nil {
+		if call.in != nil {
 			r = bytes.NewReader(body)
 		}
-		req, err := c.newRequest(ctx, method, path, r)
+		req, err := c.newRequest(ctx, call.method, call.path, r)
 		if err != nil {
 			return nil, err
 		}
+		for k, vs := range call.header {
+			req.Header[k] = vs
+		}
 		req.Header.Set("Accept", "application/json")
-		if in != nil {
+		if call.in != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		return req, nil
-	}, nil)
+	}, call.again)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer res.Body.Close()
-	return decodeJSON(res.Body, out)
+	return res, decodeJSON(res.Body, call.out)
 }
 
 // decodeJSON decodes one JSON value of at most maxJSONResponseBytes from r

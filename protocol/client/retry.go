@@ -43,13 +43,16 @@ const minJitter = 200 * time.Millisecond
 // that waiting helps (agentrt's 429 is a task that used up a budget).
 
 // exchange sends the request newReq makes through hc, and again while
-// its answer is a refusal worth retrying (retryWait) and again, if not
-// nil, allows it. It returns the first answer that is a 2xx or 3xx, its
-// body for the caller to read and close; any other is an *Error, its body
-// read and closed. newReq is called once for each sending, and must give
-// a request with a fresh body each time. ctx bounds the waits: when it
-// ends during one, the refusal is returned wrapped with ctx's error.
-func (c *Client) exchange(ctx context.Context, hc *http.Client, newReq func() (*http.Request, error), again func() bool) (*http.Response, error) {
+// its answer is a refusal worth retrying (retryWait) and again allows it
+// (nil: notRecorded). It returns the first answer that is a 2xx or 3xx,
+// its body for the caller to read and close; any other is an *Error, its
+// body read and closed. newReq is called once for each sending, and must
+// give a request with a fresh body each time. ctx bounds the waits: when
+// it ends during one, the refusal is returned wrapped with ctx's error.
+func (c *Client) exchange(ctx context.Context, hc *http.Client, newReq func() (*http.Request, error), again func(e *Error) bool) (*http.Response, error) {
+	if again == nil {
+		again = notRecorded
+	}
 	for retries := 0; ; retries++ {
 		req, err := newReq()
 		if err != nil {
@@ -66,7 +69,7 @@ func (c *Client) exchange(ctx context.Context, hc *http.Client, newReq func() (*
 		res.Body.Close()
 		e.Retries = retries
 		wait, ok := c.retryWait(e, res.Header, retries)
-		if !ok || (again != nil && !again()) {
+		if !ok || !again(e) {
 			return nil, e
 		}
 		select {
@@ -94,8 +97,7 @@ func (c *Client) retryWait(e *Error, h http.Header, retries int) (time.Duration,
 	}
 	switch {
 	case e.StatusCode != http.StatusServiceUnavailable && e.StatusCode != http.StatusTooManyRequests,
-		retries >= c.MaxRetries,
-		e.StepID != "" || e.Code == "interrupted": // something was recorded
+		retries >= c.MaxRetries:
 		return 0, false
 	case !readable:
 		base = min(defaultBackoff<<min(retries, 16), c.MaxRetryWait)
@@ -103,6 +105,15 @@ func (c *Client) retryWait(e *Error, h http.Header, retries int) (time.Duration,
 		return 0, false // the server's error says why, rather than a wait too long
 	}
 	return min(base+jitter(base), c.MaxRetryWait), true
+}
+
+// notRecorded reports whether a refusal says that nothing of its request
+// was recorded, so that sending it again cannot do it twice: one that
+// names a step (agentrt's step interrupted by a shutdown, recorded as
+// failed) or says "interrupted" did record something. Requests that may
+// be done twice (a cancel) do not ask.
+func notRecorded(e *Error) bool {
+	return e.StepID == "" && e.Code != "interrupted"
 }
 
 // jitter is a random spread to add to a wait of d: up to half of it, and

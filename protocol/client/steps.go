@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 )
 
 // StepRequestBody is what a step is executed with. Both fields are
@@ -61,6 +62,76 @@ func (c *Client) ExecuteStep(ctx context.Context, taskID string, body StepReques
 		return nil, fmt.Errorf("execute step of task %s: %w", taskID, err)
 	}
 	return &s, nil
+}
+
+// ExecuteStepAsync asks the server to run the task's next step in the
+// background (POST /agent/tasks/{task_id}/steps with "Prefer:
+// respond-async", an agentrt addition) and returns it as soon as it is
+// recorded, running, with location, the absolute URL of the step (the
+// answer's Location): GetStep shows it running until it ends, WatchEvents
+// tells each change, CancelStep stops it.
+//
+// A server that does not run steps in the background ignores the
+// preference and answers as ExecuteStep does, once the step has ended:
+// the step is then returned with location "". While a step of the task
+// runs in the background, another is refused with 409, the *Error's
+// StepID naming the one running.
+func (c *Client) ExecuteStepAsync(ctx context.Context, taskID string, body StepRequestBody) (*Step, string, error) {
+	task, err := pathID("task", taskID)
+	if err != nil {
+		return nil, "", fmt.Errorf("execute step in the background: %w", err)
+	}
+	var s Step
+	res, err := c.callJSON(ctx, jsonCall{method: "POST", path: "/agent/tasks" + task + "/steps", in: body, out: &s,
+		header: http.Header{"Prefer": {"respond-async"}}})
+	if err != nil {
+		return nil, "", fmt.Errorf("execute step of task %s in the background: %w", taskID, err)
+	}
+	if res.StatusCode != http.StatusAccepted {
+		return &s, "", nil
+	}
+	loc, err := res.Request.URL.Parse(res.Header.Get("Location"))
+	if err != nil || res.Header.Get("Location") == "" {
+		return &s, "", fmt.Errorf("execute step of task %s in the background: the server answered 202 without the step's Location", taskID)
+	}
+	return &s, loc.String(), nil
+}
+
+// CancelStep cancels a step while it runs (POST
+// /agent/tasks/{task_id}/steps/{step_id}/cancel, an agentrt addition):
+// the server stops its handler and records it as failed, its
+// additional_output {"error": {"code": "cancelled", ...}}, and returns
+// it so recorded. Cancelling a cancelled step returns it again; one that
+// ended otherwise, or has not run, is a 409 *Error. A refusal for now
+// (503 with Retry-After: the step is starting or ending) is sent again,
+// as a cancel done twice is done once.
+func (c *Client) CancelStep(ctx context.Context, taskID, stepID string) (*Step, error) {
+	task, err := pathID("task", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel step: %w", err)
+	}
+	step, err := pathID("step", stepID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel step: %w", err)
+	}
+	var s Step
+	_, err = c.callJSON(ctx, jsonCall{method: "POST", path: "/agent/tasks" + task + "/steps" + step + "/cancel", out: &s,
+		again: func(*Error) bool { return true }})
+	if err != nil {
+		return nil, fmt.Errorf("cancel step %s of task %s: %w", stepID, taskID, err)
+	}
+	return &s, nil
+}
+
+// Cancelled reports whether a step ended cancelled: its
+// additional_output holds the error code "cancelled".
+func (s *Step) Cancelled() bool {
+	var v struct {
+		Error *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(s.AdditionalOutput, &v) == nil && v.Error != nil && v.Error.Code == "cancelled"
 }
 
 // ListSteps returns one page of a task's steps (GET
