@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentrt/agentrt/protocol"
@@ -31,14 +32,32 @@ func (s *Store) recordEvents(w db, taskID string, evs []protocol.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	var last int64
-	err := w.scanOne(`UPDATE tasks SET last_event = last_event + ? WHERE id = ? RETURNING last_event`, []any{len(evs), taskID}, &last)
-	if err == sql.ErrNoRows {
-		return protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
-	} else if err != nil {
-		return fmt.Errorf("record events: %w", err)
+	last, err := countTask(w, taskID, 0, 0, len(evs))
+	if err != nil {
+		return err
 	}
-	last -= int64(len(evs))
+	return s.insertEvents(w, taskID, evs, last-int64(len(evs))+1)
+}
+
+// countTask adds plugin time d, steps steps and events events to what the
+// task taskID counts, and returns the id of its last event: those added
+// are the ones up to it. protocol.ENOTFOUND when there is no such task.
+func countTask(w db, taskID string, d time.Duration, steps, events int) (last int64, err error) {
+	err = w.scanOne(`UPDATE tasks SET plugin_ns = plugin_ns + ?, step_count = step_count + ?, last_event = last_event + ?
+		WHERE id = ? RETURNING last_event`, []any{int64(max(d, 0)), steps, events, taskID}, &last)
+	if err == sql.ErrNoRows {
+		return 0, protocol.Errorf(protocol.ENOTFOUND, "task %q not found", taskID)
+	} else if err != nil {
+		return 0, fmt.Errorf("count task: %w", err)
+	}
+	return last, nil
+}
+
+// insertEvents inserts evs, events of the task taskID whose ids
+// countTask gave, from first, then trims the task's oldest trimmable
+// events past the store's bounds.
+func (s *Store) insertEvents(w db, taskID string, evs []protocol.Event, first int64) error {
+	last := first - 1
 	var count, bytes int64
 	for i := range evs {
 		e := &evs[i]
@@ -165,6 +184,11 @@ func (s *Store) Events(ctx context.Context, taskID string, after int64, limit in
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		ends, err := stepEnds(r, taskID, after)
+		if err != nil {
+			return err
+		}
+		page.Events = mergeEvents(page.Events, ends, limit)
 		err = r.scanOne(`SELECT trimmed, trimmed_through FROM event_usage WHERE task_id = ?`, []any{taskID}, &page.Trimmed, &page.TrimmedThrough)
 		switch {
 		case err == sql.ErrNoRows:
@@ -179,6 +203,80 @@ func (s *Store) Events(ctx context.Context, taskID string, after int64, limit in
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	return page, nil
+}
+
+// stepEnds returns the end events of the task's steps with ids above
+// after, in id order. Each is read from its step's row (end_event,
+// end_type), from the newest step back, and the reading stops at the
+// first at or below after: a task's steps run one at a time, in the
+// order of their rows, so their ends' ids grow with their rows. A
+// watcher that keeps up reads a row or two.
+func stepEnds(r db, taskID string, after int64) ([]protocol.Event, error) {
+	rows, err := r.query(`SELECT id, name, is_last, additional_output, updated_at, end_event, end_type
+		FROM steps WHERE task_id = ? ORDER BY seq DESC`, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ends []protocol.Event
+	for rows.Next() {
+		st := protocol.Step{TaskID: taskID, Status: protocol.StatusCompleted}
+		var name, additional, typ sql.NullString
+		var at int64
+		var end sql.NullInt64
+		if err := rows.Scan(&st.StepID, &name, &st.IsLast, &additional, &at, &end, &typ); err != nil {
+			return nil, err
+		}
+		if !end.Valid {
+			continue // running, or planned: not ended
+		}
+		if end.Int64 <= after {
+			break
+		}
+		st.Name = nullString(name)
+		var why *protocol.Error
+		if typ.String != protocol.EventStepCompleted {
+			why = failureOf(additional.String)
+		}
+		ev := protocol.StepEvent(typ.String, &st, why)
+		ev.ID, ev.CreatedAt = end.Int64, time.UnixMilli(at)
+		ends = append(ends, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.Reverse(ends)
+	return ends, nil
+}
+
+// failureOf is the failure a failed step's additional_output holds
+// (protocol.FailureOutput).
+func failureOf(additional string) *protocol.Error {
+	var v struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	json.Unmarshal([]byte(additional), &v) // written by SaveStep: it reads
+	return &protocol.Error{Code: v.Error.Code, Message: v.Error.Message}
+}
+
+// mergeEvents merges a and b, each in id order, and keeps the first
+// limit.
+func mergeEvents(a, b []protocol.Event, limit int) []protocol.Event {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]protocol.Event, 0, min(len(a)+len(b), limit))
+	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || len(a) > 0 && a[0].ID < b[0].ID {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
 }
 
 // nullIfEmpty is s, or NULL for "".

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,63 @@ func TestTrimmingNeverRemovesTheNewestEvent(t *testing.T) {
 	page := mustEvents(t, s, task, 0)
 	if len(page.Events) != 1 || page.Events[0].ID != 2 || page.Last != 2 {
 		t.Errorf("left %+v; want the newest, id 2", page.Events)
+	}
+}
+
+// A step's end is kept in its own row, yet reads as any other event: in
+// id order among the task's others, of its type, with its failure.
+func TestAStepsEndReadsAsAnEventInItsPlace(t *testing.T) {
+	s := mustOpen(t, "")
+	ctx := context.Background()
+	task := mustTask(t, s)
+	must(t, s.AppendEvents(ctx, task, []protocol.Event{progress("1"), progress("2")}))
+	out := "ok"
+	done := &protocol.Step{TaskID: task, StepID: uuid.NewString(), Status: protocol.StatusCompleted, Output: &out,
+		AdditionalInput: []byte("{}"), CreatedAt: time.Now(), IsLast: true}
+	done.Events = []protocol.Event{protocol.StepEvent(protocol.EventStepCompleted, done, nil)}
+	must(t, s.SaveStep(ctx, done, nil))
+	if done.Events[0].ID != 3 {
+		t.Errorf("the end event was given id %d, want 3", done.Events[0].ID)
+	}
+	title := "t"
+	must(t, s.UpdateTask(ctx, task, protocol.TaskPatch{Title: protocol.PatchField{Set: true, Value: &title}}))
+	why := &protocol.Error{Code: protocol.ECANCELLED, Message: "stopped"}
+	failed := &protocol.Step{TaskID: task, StepID: uuid.NewString(), Status: protocol.StatusCompleted,
+		AdditionalInput: []byte("{}"), AdditionalOutput: protocol.FailureOutput(why), CreatedAt: time.Now()}
+	failed.Events = []protocol.Event{protocol.StepEvent(protocol.EventStepCancelled, failed, why)}
+	must(t, s.SaveStep(ctx, failed, nil))
+
+	page := mustEvents(t, s, task, 0)
+	var got []string
+	for _, e := range page.Events {
+		got = append(got, fmt.Sprintf("%d %s %s", e.ID, e.Type, e.StepID))
+	}
+	want := []string{"1 step.progress s", "2 step.progress s", "3 step.completed " + done.StepID,
+		"4 task.updated ", "5 step.cancelled " + failed.StepID}
+	if strings.Join(got, "|") != strings.Join(want, "|") || page.Last != 5 {
+		t.Fatalf("events %q (last %d), want %q", got, page.Last, want)
+	}
+	if d := string(page.Events[2].Data); d != `{"name":null,"status":"completed","is_last":true}` {
+		t.Errorf("the completed step's data: %s", d)
+	}
+	if d := string(page.Events[4].Data); !strings.Contains(d, `"error":{"code":"cancelled","message":"stopped"}`) {
+		t.Errorf("the cancelled step's data: %s", d)
+	}
+	for _, c := range []struct {
+		after int64
+		limit int
+		want  []int64
+	}{{2, 10, []int64{3, 4, 5}}, {3, 1, []int64{4}}, {0, 3, []int64{1, 2, 3}}, {5, 10, nil}} {
+		page, err := s.Events(ctx, task, c.after, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, e := range page.Events {
+			ids = append(ids, e.ID)
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(c.want) {
+			t.Errorf("after %d, limit %d: ids %v, want %v", c.after, c.limit, ids, c.want)
+		}
 	}
 }

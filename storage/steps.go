@@ -34,19 +34,41 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 			t.PluginTime += max(st.PluginTime, 0)
 		}
 	}
-	err = s.inTx(ctx, e, 2+len(artifacts), func(w db) error {
+	rows, end := endEvent(st)
+	n := len(rows)
+	if end != nil {
+		n++
+	}
+	err = s.inTx(ctx, e, 2+len(artifacts)+len(rows), func(w db) error {
 		added = 0
 		// A new step never marked has no row yet (most quick steps): the
 		// writer is spared a look for one.
 		insert := !st.Planned && !st.Marked
+		if insert {
+			added = 1
+		}
+		// The task's counts first: they give the events their ids.
+		last, err := countTask(w, st.TaskID, st.PluginTime, added, n)
+		if err != nil {
+			return err
+		}
+		if err := s.insertEvents(w, st.TaskID, rows, last-int64(n)+1); err != nil {
+			return err
+		}
+		var endID, endType any // NULL without an end event
+		if end != nil {
+			end.ID, end.TaskID = last, st.TaskID
+			endID, endType = last, end.Type
+		}
 		if !insert {
 			res, err := w.exec(`
 				UPDATE steps SET name = ?, status = ?, input = ?, additional_input = ?, output = ?,
-					additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?
+					additional_output = ?, is_last = ?, logs = ?, updated_at = ?, agent = ?, build = ?,
+					end_event = ?, end_type = ?
 				WHERE id = ? AND task_id = ?`,
 				st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 				nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
-				buildAgent(st.Build), buildID(st.Build), st.StepID, st.TaskID)
+				buildAgent(st.Build), buildID(st.Build), endID, endType, st.StepID, st.TaskID)
 			if err != nil {
 				return err
 			}
@@ -57,21 +79,19 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 			if n == 0 && st.Planned {
 				return protocol.Errorf(protocol.ENOTFOUND, "planned step %q of task %q not found", st.StepID, st.TaskID)
 			}
-			insert = n == 0
+			if n == 0 { // marked, but its mark was never written
+				if _, err := countTask(w, st.TaskID, 0, 1, 0); err != nil {
+					return err
+				}
+				insert, added = true, 1
+			}
 		}
 		if insert {
-			if err := insertStep(w, st, logs); err != nil {
+			if err := insertStep(w, st, logs, endID, endType); err != nil {
 				return err
 			}
-			added = 1
 		}
-		if err := addTaskUsage(w, st.TaskID, st.PluginTime, added); err != nil {
-			return err
-		}
-		if err := insertArtifacts(w, artifacts); err != nil {
-			return err
-		}
-		return s.recordEvents(w, st.TaskID, st.Events)
+		return insertArtifacts(w, artifacts)
 	})
 	if err != nil {
 		return fmt.Errorf("save step: %w", err)
@@ -80,17 +100,34 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 	return nil
 }
 
-// insertStep inserts a step whose logs are already encoded (encodeLogs).
-// Its task's step count is the caller's to keep (addTaskUsage).
-func insertStep(w db, st *protocol.Step, logs any) error {
+// insertStep inserts a step whose logs are already encoded (encodeLogs),
+// with the id and type of its end event (NULL for a step not ended). Its
+// task's step count is the caller's to keep (countTask).
+func insertStep(w db, st *protocol.Step, logs, endID, endType any) error {
 	_, err := w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
-			additional_output, is_last, planned, logs, created_at, updated_at, agent, build)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			additional_output, is_last, planned, logs, created_at, updated_at, agent, build, end_event, end_type)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
 		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()),
-		buildAgent(st.Build), buildID(st.Build))
+		buildAgent(st.Build), buildID(st.Build), endID, endType)
 	return err
+}
+
+// endEvent splits the events saved with st into those recorded as rows
+// and its end (nil if none is the last), recorded in its own row
+// (end_event, end_type).
+func endEvent(st *protocol.Step) (rows []protocol.Event, end *protocol.Event) {
+	if n := len(st.Events); n > 0 {
+		last := &st.Events[n-1]
+		switch last.Type {
+		case protocol.EventStepCompleted, protocol.EventStepFailed, protocol.EventStepCancelled:
+			if last.StepID == st.StepID {
+				return st.Events[:n-1], last
+			}
+		}
+	}
+	return st.Events, nil
 }
 
 // NextPlannedStep returns the task's oldest step still in status "created",

@@ -31,3 +31,11 @@ CREATE TABLE event_usage (
 ) WITHOUT ROWID;
 
 ALTER TABLE tasks ADD COLUMN last_event INTEGER NOT NULL DEFAULT 0;
+
+-- A step's end is an event of its own row, not of events: most steps are
+-- quick, and their end is their only event, which a row and an index
+-- entry of its own would cost a step's save more than all else it
+-- writes. end_event is its id (NULL until it ends), end_type its type
+-- (step.completed, step.failed, step.cancelled).
+ALTER TABLE steps ADD COLUMN end_event INTEGER;
+ALTER TABLE steps ADD COLUMN end_type TEXT;
