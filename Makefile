@@ -191,7 +191,14 @@ check:
 			cp $$b/go.mod $$m/; [ ! -f $$b/go.sum ] || cp $$b/go.sum $$m/; exit 1; fi; \
 	done
 
-bench: build/agentrt plugins
+# The plugin bench/events measures the fan-out of progress with.
+BENCH_PLUGINS := $(PLUGIN_DIR)/bench-progress-go.wasm
+
+$(PLUGIN_DIR)/bench-progress-go.wasm: $(wildcard bench/events/plugin/*.go) $(GO_KIT)
+	@mkdir -p $(@D)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./bench/events/plugin
+
+bench: build/agentrt plugins $(BENCH_PLUGINS)
 	bench/run.sh
 
 clean:

@@ -85,6 +85,8 @@ var allowedImports = map[string][]string{
 	"examples/washington/go": {"plugins/go"},
 	"bench/bigfile":          {},
 	"bench/egress":           {"hostapi/egress", "plugins/abi"},
+	"bench/events":           {},
+	"bench/events/plugin":    {"plugins/go"},
 	"bench/fsyncprobe":       {},
 	// Loads a plugin as agentrt does (runtime/plugin), with a counting
 	// host module beside the host API.
