@@ -39,7 +39,11 @@ Commands:
   create [INPUT]                    create a task
   tasks                             list tasks
   task TASK_ID                      show a task and its artifacts
-  step TASK_ID [INPUT]              execute the task's next step
+  step TASK_ID [INPUT]              execute the task's next step (--async: in the
+                                    background, answered at once)
+  cancel TASK_ID STEP_ID            cancel a step while it runs
+  events TASK_ID                    print the task's events (--follow: live, until
+                                    the task is deleted)
   steps TASK_ID                     list a task's steps
   get-step TASK_ID STEP_ID          show one step
   artifacts TASK_ID                 list a task's artifacts
@@ -121,6 +125,9 @@ type clientOptions struct {
 	all             bool
 	relativePath    string
 	uri, fileName   string
+	async           bool
+	after           int64
+	follow          bool
 }
 
 // clientSubcommand is one command of "agentrt client".
@@ -157,8 +164,40 @@ and {"saved": [...]} when downloading.`,
 	{name: "task", args: "TASK_ID", min: 1, max: 1, run: clientTask,
 		summary: `Shows a task and its artifacts.`},
 	{name: "step", args: "TASK_ID [INPUT]", min: 1, max: 2, run: clientStep,
-		summary: `Executes the task's next step, with INPUT if given, and prints it when it ends.`,
-		flags:   additionalInputFlag},
+		summary: `Executes the task's next step, with INPUT if given, and prints it when it ends.
+
+With --async the server runs the step in the background (an agentrt
+addition: "Prefer: respond-async") and answers at once: the step is
+printed running, with its Location. Follow it with "agentrt client
+events TASK_ID --follow", read it with get-step, stop it with cancel.
+With --json, prints {"step": ..., "location": ...}. A server that does
+not run steps in the background runs it at once, and says so.`,
+		flags: func(fs *flag.FlagSet, o *clientOptions) {
+			additionalInputFlag(fs, o)
+			fs.BoolVar(&o.async, "async", false, "run the step in the background: answered at once, with its Location")
+		}},
+	{name: "cancel", args: "TASK_ID STEP_ID", min: 2, max: 2, run: clientCancel,
+		summary: `Cancels a step while it runs (an agentrt addition): the server stops its
+handler and records it as failed, its additional_output {"error":
+{"code": "cancelled", ...}}, and the step so recorded is printed.
+Cancelling a cancelled step prints it again; a step that ended
+otherwise, or has not run, cannot be cancelled (409).`},
+	{name: "events", args: "TASK_ID", min: 1, max: 1, run: clientEvents,
+		summary: `Prints the task's events (an agentrt addition), one line each: id, time,
+type, step, and the event's data. Without --follow, prints those after
+--after to the newest and ends; with --json, as one page
+{"events": [...], "trimmed", "trimmed_through", "last_event_id"}.
+
+With --follow, prints each event as the server records it, until the
+task is deleted (its task.deleted event is the last) or Ctrl-C; with
+--json, one JSON event a line. A connection that drops is opened again
+from the last event printed: none is printed twice or missed, but the
+progress and log events the server trimmed, which a "trimmed" line
+counts. --timeout does not bound a --follow.`,
+		flags: func(fs *flag.FlagSet, o *clientOptions) {
+			fs.Int64Var(&o.after, "after", 0, "print the events after the one with id `N` (0: from the first)")
+			fs.BoolVar(&o.follow, "follow", false, "print events live as they are recorded, until the task is deleted")
+		}},
 	{name: "steps", args: "TASK_ID", min: 1, max: 1, run: clientSteps,
 		summary: `Lists a task's steps, a page at a time (or all with --all).`,
 		flags:   pageFlags},
@@ -303,6 +342,8 @@ func (o *clientOptions) check() error {
 	switch {
 	case o.page < 0 || o.pageSize < 0:
 		return &usageError{"bad --page or --page-size: want 1 or more"}
+	case o.after < 0:
+		return &usageError{"bad --after: want an event id, 0 or more"}
 	case o.all && (o.page != 0 || o.pageSize != 0):
 		return &usageError{"--all reads every page: give it without --page or --page-size"}
 	case o.additionalInput != "":
@@ -501,6 +542,9 @@ func clientStep(ctx context.Context, s *clientSession, args []string) error {
 	body := client.StepRequestBody(s.taskBody(args[1:]))
 	ctx, cancel := s.call(ctx)
 	defer cancel()
+	if s.opts.async {
+		return clientStepAsync(ctx, s, args[0], body)
+	}
 	step, err := s.c.ExecuteStep(ctx, args[0], body)
 	if err != nil {
 		return err
@@ -510,6 +554,120 @@ func clientStep(ctx context.Context, s *clientSession, args []string) error {
 	}
 	s.printStep(step, 0)
 	return nil
+}
+
+// clientStepAsync executes a step in the background and prints it with
+// its Location.
+func clientStepAsync(ctx context.Context, s *clientSession, taskID string, body client.StepRequestBody) error {
+	step, loc, err := s.c.ExecuteStepAsync(ctx, taskID, body)
+	if err != nil {
+		return err
+	}
+	if loc == "" {
+		fmt.Fprintln(s.env.stderr, "the server ran the step at once: it does not run steps in the background")
+	}
+	if s.flags.json {
+		return s.printJSON(map[string]any{"step": step, "location": loc})
+	}
+	s.printStep(step, 0)
+	if loc != "" {
+		fmt.Fprintf(s.env.stdout, "location  %s\n", printableLine(loc, 0))
+	}
+	return nil
+}
+
+func clientCancel(ctx context.Context, s *clientSession, args []string) error {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	step, err := s.c.CancelStep(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	if s.flags.json {
+		return s.printJSON(step)
+	}
+	s.printStep(step, 0)
+	return nil
+}
+
+// eventPageSize is the page the events command asks for: agentrt's
+// largest.
+const eventPageSize = 1000
+
+func clientEvents(ctx context.Context, s *clientSession, args []string) error {
+	taskID := args[0]
+	if s.opts.follow {
+		return s.c.WatchEvents(ctx, taskID, s.opts.after, func(ev client.Event) error {
+			if s.flags.json {
+				return json.NewEncoder(s.env.stdout).Encode(ev)
+			}
+			s.printEvent(ev)
+			return nil
+		})
+	}
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	// Page after page to the newest: one page printed with --json.
+	all := client.EventPage{Events: []client.Event{}}
+	for after, n := s.opts.after, 0; ; n++ {
+		page, err := s.c.Events(ctx, taskID, after, eventPageSize)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			all.Trimmed, all.TrimmedThrough = page.Trimmed, page.TrimmedThrough
+			if page.Trimmed > 0 && !s.flags.json {
+				s.printTrimmed(page.Trimmed, page.TrimmedThrough)
+			}
+		}
+		all.Last = page.Last
+		if s.flags.json {
+			all.Events = append(all.Events, page.Events...)
+		} else {
+			for _, ev := range page.Events {
+				s.printEvent(ev)
+			}
+		}
+		if len(page.Events) == 0 || page.Events[len(page.Events)-1].ID >= page.Last {
+			break
+		}
+		if next := page.Events[len(page.Events)-1].ID; next > after {
+			after = next
+		} else {
+			return fmt.Errorf("events of task %s: the server answered events from id %d when asked for those after %d", taskID, next, after)
+		}
+	}
+	if s.flags.json {
+		return s.printJSON(all)
+	}
+	return nil
+}
+
+// printEvent prints an event on one line: id, time, type, step, data.
+func (s *clientSession) printEvent(ev client.Event) {
+	if ev.Type == client.EventTrimmed {
+		var t struct {
+			Trimmed        int64 `json:"trimmed"`
+			TrimmedThrough int64 `json:"trimmed_through"`
+		}
+		json.Unmarshal(ev.Data, &t)
+		s.printTrimmed(t.Trimmed, t.TrimmedThrough)
+		return
+	}
+	line := fmt.Sprintf("%d  %s  %-16s", ev.ID, ev.CreatedAt.Local().Format("15:04:05.000"), printableLine(ev.Type, 40))
+	if ev.StepID != "" {
+		line += "  step " + printableLine(ev.StepID, 0)
+	}
+	if data := compactObject(ev.Data); data != "" {
+		line += "  " + printableLine(data, 200)
+	}
+	fmt.Fprintln(s.env.stdout, line)
+}
+
+// printTrimmed says that the server trimmed n progress and log events,
+// the last through.
+func (s *clientSession) printTrimmed(n, through int64) {
+	fmt.Fprintf(s.env.stdout, "-  trimmed: %s (progress and logs, up to id %d) are no longer held\n", plural(int(n), "event"), through)
 }
 
 func clientGetStep(ctx context.Context, s *clientSession, args []string) error {

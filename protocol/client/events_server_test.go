@@ -51,7 +51,11 @@ type agentrtServer struct {
 	*httptest.Server
 	agent   *protocol.Agent
 	release chan struct{}
+	once    sync.Once
 }
+
+// releaseSteps lets the steps waiting end.
+func (s *agentrtServer) releaseSteps() { s.once.Do(func() { close(s.release) }) }
 
 // serveAgentrt serves the agent through cs (nil: as it is).
 func serveAgentrt(t *testing.T, cs *cutStreams) *agentrtServer {
@@ -64,6 +68,7 @@ func serveAgentrt(t *testing.T, cs *cutStreams) *agentrtServer {
 			case <-s.release:
 			case <-ctx.Done():
 				return 0, protocol.NewPluginFailure(protocol.CauseCancelled, "the plugin call was cancelled")
+			case <-time.After(10 * time.Second): // a test that failed waits for no one
 			}
 		}
 		return 0, call.SetResult([]byte(`{"output":"done"}`))
@@ -81,6 +86,7 @@ func serveAgentrt(t *testing.T, cs *cutStreams) *agentrtServer {
 	}
 	s.Server.Start()
 	t.Cleanup(func() {
+		s.releaseSteps()
 		s.Server.Close()
 		s.agent.Wait(context.Background())
 	})
@@ -119,7 +125,7 @@ func TestClientAsyncStepAnswersRunningWithItsLocationAndEnds(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode != http.StatusConflict || e.StepID != step.StepID || e.Retries != 0 {
 		t.Fatalf("a second step: %v (%+v), want 409 naming %s", err, e, step.StepID)
 	}
-	close(srv.release)
+	srv.releaseSteps()
 	srv.agent.Wait(ctx)
 	if got, err := c.GetStep(ctx, task, step.StepID); err != nil || got.Status != StatusCompleted || *got.Output != "done" {
 		t.Fatalf("GET once it ended: %+v, %v", got, err)
