@@ -90,6 +90,16 @@ func (bg *background) stepOf(taskID string) string {
 	return bg.steps[taskID]
 }
 
+// ended forgets stepID, run in the background on taskID, once it has
+// ended: the task takes its next step.
+func (bg *background) ended(taskID, stepID string) {
+	bg.mu.Lock()
+	defer bg.mu.Unlock()
+	if bg.steps[taskID] == stepID {
+		delete(bg.steps, taskID)
+	}
+}
+
 // busyError refuses a step on a task whose step stepID runs in the
 // background.
 func busyError(taskID, stepID string) error {

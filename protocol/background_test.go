@@ -383,9 +383,16 @@ func TestAnAsyncStepIsRecordedRunningBeforeItIsAnswered(t *testing.T) {
 	}
 	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: quiet}), protocol.DefaultLimits)
 	task := mustCreateTask(t, a)
+	w, _ := a.Watch(context.Background(), task.TaskID, 0)
+	defer w.Close()
+	w.Next(context.Background(), 10) // caught up: what comes next, the feed brings
 	step, err := a.ExecuteStepAsync(context.Background(), task.TaskID, protocol.StepRequestBody{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Watchers hear it runs while it runs, though its handler says nothing.
+	if evs := nextEvents(t, w, protocol.EventStepRunning); len(evs) != 2 || evs[0].Type != protocol.EventStepCreated {
+		t.Errorf("events while it runs: %v", types(evs))
 	}
 	s.Mu.Lock()
 	steps := s.Steps[task.TaskID]
@@ -420,4 +427,24 @@ func TestAWatchMissesNoEventRecordedAsItBegan(t *testing.T) {
 	if err != nil || len(page.Events) != 1 || page.Events[0].ID != 2 {
 		t.Fatalf("the watch's first events: %+v, %v; want event 2", page, err)
 	}
+}
+
+// A client that sends the next step as soon as it sees the last one end
+// is not refused: the task is free before its watchers hear of the end.
+func TestTheNextStepIsTakenAsSoonAsTheLastIsSeenToEnd(t *testing.T) {
+	s := protocoltest.NewStore()
+	a := newAgent(t, s, protocoltest.NewPlugin(map[protocol.Handler]protocoltest.Handler{protocol.HandlerStep: setResult(`{"output":"ok"}`)}), protocol.DefaultLimits)
+	task := mustCreateTask(t, a)
+	w, err := a.Watch(context.Background(), task.TaskID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 200 {
+		if _, err := a.ExecuteStepAsync(context.Background(), task.TaskID, protocol.StepRequestBody{}); err != nil {
+			t.Fatalf("step %d, sent as soon as the one before was seen to end: %v", i, err)
+		}
+		nextEvents(t, w, protocol.EventStepCompleted)
+	}
+	a.Wait(context.Background())
 }

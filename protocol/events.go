@@ -110,6 +110,10 @@ type EventStore interface {
 	Events(ctx context.Context, taskID string, after int64, limit int) (*EventPage, error)
 }
 
+// eventTime is t as an event keeps it: to the millisecond, as the store
+// does, so that an event reads the same live and replayed.
+func eventTime(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+
 // eventData encodes an event's data, an object of the members given.
 func eventData(v any) json.RawMessage {
 	b, err := MarshalJSON(v)
@@ -144,7 +148,7 @@ func StepEvent(typ string, st *Step, e *Error) Event {
 	if e != nil {
 		d.Error = &errorData{Code: e.Code, Message: e.Message}
 	}
-	return Event{Type: typ, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: time.Now(), Data: eventData(d)}
+	return Event{Type: typ, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: eventTime(time.Now()), Data: eventData(d)}
 }
 
 // progressEvent is the event of a progress report of step st.
@@ -153,17 +157,17 @@ func progressEvent(st *Step, message string, output *string) Event {
 		Message string  `json:"message"`
 		Output  *string `json:"output,omitempty"`
 	}{message, output}
-	return Event{Type: EventStepProgress, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: time.Now(), Data: eventData(d)}
+	return Event{Type: EventStepProgress, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: eventTime(time.Now()), Data: eventData(d)}
 }
 
 // logEvent is the event of a log record of step st.
 func logEvent(st *Step, r LogRecord) Event {
-	return Event{Type: EventStepLog, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: r.Time, Data: eventData(r)}
+	return Event{Type: EventStepLog, TaskID: st.TaskID, StepID: st.StepID, CreatedAt: eventTime(r.Time), Data: eventData(r)}
 }
 
 // ArtifactEvent is the event of artifact a of task taskID created.
 func ArtifactEvent(taskID string, a *Artifact) Event {
-	return Event{Type: EventArtifactCreated, TaskID: taskID, StepID: a.StepID, CreatedAt: time.Now(), Data: eventData(a)}
+	return Event{Type: EventArtifactCreated, TaskID: taskID, StepID: a.StepID, CreatedAt: eventTime(time.Now()), Data: eventData(a)}
 }
 
 // TaskUpdatedEvent is the event of task taskID changed by patch: the
@@ -175,11 +179,11 @@ func TaskUpdatedEvent(taskID string, patch TaskPatch) Event {
 			d[name] = f.Value
 		}
 	}
-	return Event{Type: EventTaskUpdated, TaskID: taskID, CreatedAt: time.Now(), Data: eventData(d)}
+	return Event{Type: EventTaskUpdated, TaskID: taskID, CreatedAt: eventTime(time.Now()), Data: eventData(d)}
 }
 
 // taskDeletedEvent is the event of task taskID deleted, after the last
 // it held.
 func taskDeletedEvent(taskID string, after int64) Event {
-	return Event{ID: after + 1, Type: EventTaskDeleted, TaskID: taskID, CreatedAt: time.Now(), Data: json.RawMessage(`{}`)}
+	return Event{ID: after + 1, Type: EventTaskDeleted, TaskID: taskID, CreatedAt: eventTime(time.Now()), Data: json.RawMessage(`{}`)}
 }

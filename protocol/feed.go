@@ -113,6 +113,35 @@ func (f *feed) notify(ctx context.Context, taskID string) {
 	}
 }
 
+// publish tells the feed that evs, events of taskID, were recorded, their
+// ids given: if anyone watches the task, and they follow the last the
+// feed has, it takes them as they are, without reading them back; else
+// it reads the store (notify).
+func (f *feed) publish(ctx context.Context, taskID string, evs []Event) {
+	tf := f.watched(taskID)
+	if tf == nil {
+		return
+	}
+	tf.mu.Lock()
+	next := tf.last + 1
+	follows := len(evs) > 0 && tf.deleted == nil
+	for i := range evs {
+		follows = follows && evs[i].ID == next+int64(i)
+	}
+	if follows {
+		tf.ring = append(tf.ring, evs...)
+		if n := len(tf.ring) - feedRing; n > 0 {
+			tf.ring = append(tf.ring[:0:0], tf.ring[n:]...)
+		}
+		tf.last = evs[len(evs)-1].ID
+		tf.wake()
+		tf.mu.Unlock()
+		return
+	}
+	tf.mu.Unlock()
+	f.notify(ctx, taskID)
+}
+
 // deleted tells the watchers of taskID that it was deleted, whose last
 // event was last.
 func (f *feed) deletedTask(taskID string) {

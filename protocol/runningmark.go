@@ -84,7 +84,7 @@ func (m *runningMark) write() error {
 		return err
 	}
 	m.settled, m.written = true, true
-	m.live.marked()
+	m.live.marked(m.events)
 	return nil
 }
 

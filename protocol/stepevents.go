@@ -48,9 +48,12 @@ func (e *stepEvents) add(ev Event) {
 	e.kick()
 }
 
-// marked says that the step is marked running: the events that waited
-// for it, and every one after, are appended as they come.
-func (e *stepEvents) marked() {
+// marked says that the step is marked running, the mark having recorded
+// evs (step.created, step.running): watchers are told of them, and the
+// events that waited for the mark, and every one after, are appended as
+// they come.
+func (e *stepEvents) marked(evs []Event) {
+	e.a.feed.publish(e.ctx, e.taskID, evs)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.live = true
@@ -76,7 +79,7 @@ func (e *stepEvents) drain() {
 		e.mu.Unlock()
 		err := e.a.store.AppendEvents(e.ctx, e.taskID, batch)
 		if err == nil {
-			e.a.feed.notify(e.ctx, e.taskID)
+			e.a.feed.publish(e.ctx, e.taskID, batch)
 		}
 		e.mu.Lock()
 		if err != nil {

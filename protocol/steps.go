@@ -271,14 +271,15 @@ func (a *Agent) recordStep(ctx context.Context, run *stepRun) (*Step, error) {
 		return nil, a.recordFailure(ctx, run)
 	}
 	step.Artifacts = call.artifacts
-	step.Events = run.events(StepEvent(EventStepCompleted, step, nil))
+	evs := run.events(StepEvent(EventStepCompleted, step, nil))
+	step.Events = evs
 	err := a.store.SaveStep(context.WithoutCancel(ctx), step, call.artifacts)
 	step.Events = nil
 	if err != nil {
 		return nil, err
 	}
 	call.recorded()
-	a.feed.notify(ctx, step.TaskID)
+	a.ended(step, evs)
 	return step, nil
 }
 
@@ -298,16 +299,28 @@ func (a *Agent) recordFailure(ctx context.Context, run *stepRun) error {
 	if e.Code == ECANCELLED {
 		end = EventStepCancelled
 	}
-	step.Events = run.events(StepEvent(end, step, e))
+	evs := run.events(StepEvent(end, step, e))
+	step.Events = evs
 	err := a.store.SaveStep(context.WithoutCancel(ctx), step, nil)
 	step.Events = nil
 	if err != nil {
 		return err
 	}
-	a.feed.notify(ctx, step.TaskID)
+	a.ended(step, evs)
 	a.log.WarnContext(ctx, "step handler failed", "task_id", step.TaskID, "step_id", step.StepID, "err", logText(run.err))
 	e.StepID = step.StepID
 	return run.failure
+}
+
+// ended tells of step, recorded with its events evs: its task is free
+// for the next step before its watchers hear of its end (a client that
+// sends the next step as soon as it does is not refused), and they hear
+// of it.
+func (a *Agent) ended(step *Step, evs []Event) {
+	if step.Background {
+		a.bg.ended(step.TaskID, step.StepID)
+	}
+	a.feed.publish(context.Background(), step.TaskID, evs)
 }
 
 // applyStepResult copies a step handler's result onto the step.

@@ -46,7 +46,7 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 		if err := taskExists(w, st.TaskID, s.agent); err != nil {
 			return err
 		}
-		if err := insertStep(w, st, nil, nil, nil); err != nil {
+		if err := insertStep(w, st, nil, time.Now(), nil, nil); err != nil {
 			return err
 		}
 		if err := addTaskUsage(w, st.TaskID, 0, 1); err != nil {

@@ -56,9 +56,11 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 			return err
 		}
 		var endID, endType any // NULL without an end event
+		updated := time.Now()
 		if end != nil {
 			end.ID, end.TaskID = last, st.TaskID
 			endID, endType = last, end.Type
+			updated = end.CreatedAt // what its end event reads when replayed
 		}
 		if !insert {
 			res, err := w.exec(`
@@ -67,7 +69,7 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 					end_event = ?, end_type = ?
 				WHERE id = ? AND task_id = ?`,
 				st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
-				nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(time.Now()),
+				nullJSON(st.AdditionalOutput), boolInt(st.IsLast), logs, millis(updated),
 				buildAgent(st.Build), buildID(st.Build), endID, endType, st.StepID, st.TaskID)
 			if err != nil {
 				return err
@@ -87,7 +89,7 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 			}
 		}
 		if insert {
-			if err := insertStep(w, st, logs, endID, endType); err != nil {
+			if err := insertStep(w, st, logs, updated, endID, endType); err != nil {
 				return err
 			}
 		}
@@ -101,15 +103,16 @@ func (s *Store) SaveStep(ctx context.Context, st *protocol.Step, artifacts []pro
 }
 
 // insertStep inserts a step whose logs are already encoded (encodeLogs),
-// with the id and type of its end event (NULL for a step not ended). Its
+// updated at updated, with the id and type of its end event (NULL for a
+// step not ended). Its
 // task's step count is the caller's to keep (countTask).
-func insertStep(w db, st *protocol.Step, logs, endID, endType any) error {
+func insertStep(w db, st *protocol.Step, logs any, updated time.Time, endID, endType any) error {
 	_, err := w.exec(`
 		INSERT INTO steps (id, task_id, name, status, input, additional_input, output,
 			additional_output, is_last, planned, logs, created_at, updated_at, agent, build, end_event, end_type)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		st.StepID, st.TaskID, st.Name, st.Status, st.Input, string(st.AdditionalInput), st.Output,
-		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(time.Now()),
+		nullJSON(st.AdditionalOutput), boolInt(st.IsLast), boolInt(st.Planned), logs, millis(st.CreatedAt), millis(updated),
 		buildAgent(st.Build), buildID(st.Build), endID, endType)
 	return err
 }

@@ -39,7 +39,7 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 			}
 		}
 		for i := range planned {
-			if err := insertStep(w, &planned[i], nil, nil, nil); err != nil {
+			if err := insertStep(w, &planned[i], nil, time.Now(), nil, nil); err != nil {
 				return err
 			}
 		}
