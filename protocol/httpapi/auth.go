@@ -70,7 +70,7 @@ func (in *requestInfo) mayUse(agent string) bool {
 
 // authorize is EFORBIDDEN when r's key may not use the agent named agent.
 func authorize(r *http.Request, agent string) error {
-	if false && !info(r).mayUse(agent) {
+	if !info(r).mayUse(agent) {
 		return protocol.Errorf(protocol.EFORBIDDEN, "this API key may not use agent %q", agent)
 	}
 	return nil
