@@ -26,11 +26,13 @@ $AGENTRT_API_KEY.
 URL is the server's base URL (http://127.0.0.1:8000, as the protocol's
 clients take it) or its API root (http://127.0.0.1:8000/ap/v1).
 
-Each check is at one of two levels: spec, the letter of the protocol's
+Each check is at one of three levels: spec, the letter of the protocol's
 specification and of its official compliance suite; strict, what agentrt
-promises beyond it. Groups: tasks, steps, artifacts, pagination, errors,
-uploads, downloads. A check that needs the agent to do something (create
-an artifact, finish a task) is skipped when it does not.
+promises beyond it; added, agentrt's additions to the protocol (steps in
+the background, cancel, a task's events), skipped against a server
+without them. Groups: tasks, steps, artifacts, pagination, errors,
+uploads, downloads, events. A check that needs the agent to do something
+(create an artifact, finish a task) is skipped when it does not.
 
 The checks create tasks, steps and artifacts (the protocol deletes
 nothing) and need no empty server, but nobody else creating tasks while
@@ -61,7 +63,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkConfig, error) {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&cfg.json, "json", false, "print a machine-readable report (JSON) instead of text")
-	fs.StringVar(&only, "only", "", "run only these checks: a comma-separated `LIST` of groups, levels (spec, strict) and check ids")
+	fs.StringVar(&only, "only", "", "run only these checks: a comma-separated `LIST` of groups, levels (spec, strict, added) and check ids")
 	fs.DurationVar(&cfg.timeout, "timeout", conformance.DefaultTimeout, "time limit of each request, answer included")
 	fs.BoolVar(&cfg.list, "list", false, "list the checks (with -only, those it selects) instead of running them; no URL needed")
 	fs.Var(secretFlag{&cfg.apiKey}, "api-key", "`KEY` sent with every request as \"Authorization: Bearer KEY\"; $AGENTRT_API_KEY")

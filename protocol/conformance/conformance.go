@@ -5,9 +5,11 @@
 // server and knows nothing of agentrt's own code; "agentrt check" runs it.
 //
 // Each Check has a group (tasks, steps, artifacts, pagination, errors,
-// uploads, downloads) and a level: LevelSpec for what the specification
-// or the official suite requires, LevelStrict for behaviour clients can
-// rely on from agentrt but that another conforming server may lack. Run
+// uploads, downloads, events) and a level: LevelSpec for what the
+// specification or the official suite requires, LevelStrict for
+// behaviour clients can rely on from agentrt but that another conforming
+// server may lack, LevelAdded for agentrt's additions to the protocol
+// (skipped, saying so, by a server without them). Run
 // runs the checks one after another and returns a Report: each check
 // passed, failed (with the request that showed it and what came back) or
 // was skipped (with why).
@@ -46,13 +48,18 @@ const (
 	// LevelStrict is agentrt's stricter reading where the specification
 	// is silent: what clients of agentrt rely on beyond the letter.
 	LevelStrict Level = "strict"
+	// LevelAdded is what agentrt adds to the protocol, the routes and
+	// headers its openapi.json marks "x-agentrt-addition" (steps in the
+	// background, cancel, a task's events). A server without them has
+	// these checks skipped, saying so.
+	LevelAdded Level = "added"
 )
 
 // Groups are the check groups, in the order checks run and are reported.
-var Groups = []string{"tasks", "steps", "artifacts", "pagination", "errors", "uploads", "downloads"}
+var Groups = []string{"tasks", "steps", "artifacts", "pagination", "errors", "uploads", "downloads", "events"}
 
 // Levels are the check levels.
-var Levels = []Level{LevelSpec, LevelStrict}
+var Levels = []Level{LevelSpec, LevelStrict, LevelAdded}
 
 // Check is one conformance check.
 type Check struct {
@@ -74,7 +81,8 @@ type Check struct {
 // checks is every check, in the order they run.
 var checks = func() []Check {
 	var all []Check
-	for _, group := range [][]Check{taskChecks, stepChecks, artifactChecks, paginationChecks, errorChecks, uploadChecks, downloadChecks} {
+	for _, group := range [][]Check{taskChecks, stepChecks, stepAdditionChecks, artifactChecks, paginationChecks, errorChecks,
+		uploadChecks, downloadChecks, eventChecks} {
 		all = append(all, group...)
 	}
 	return all
@@ -102,7 +110,7 @@ func Select(names []string) ([]Check, error) {
 		case slices.ContainsFunc(checks, func(c Check) bool { return c.ID == n }):
 			ids = append(ids, n)
 		default:
-			return nil, fmt.Errorf("unknown group, level or check %q (groups: %s; levels: spec, strict; or a check id such as %s)",
+			return nil, fmt.Errorf("unknown group, level or check %q (groups: %s; levels: spec, strict, added; or a check id such as %s)",
 				n, strings.Join(Groups, ", "), checks[0].ID)
 		}
 	}

@@ -115,6 +115,10 @@ var brokenServers = []struct {
 	{"downloads ignore Range", breaks{noRange: true}, []string{"downloads.range"}},
 	{"downloads mangle bytes that are not UTF-8", breaks{mangleBytes: true}, []string{"downloads.exact-bytes"}},
 	{"downloads add a newline", breaks{appendNewline: true}, []string{"downloads.download", "downloads.exact-bytes"}},
+	{"a step in the background has no Location", breaks{asyncNoLocation: true}, []string{"steps.async"}},
+	{"a step that ended is cancelled", breaks{cancelEnded200: true}, []string{"steps.cancel-ended"}},
+	{"a stream ignores Last-Event-ID", breaks{eventsIgnoreLastID: true}, []string{"events.stream-resume"}},
+	{"the events page is a bare array", breaks{eventPageBare: true}, []string{"events.page"}},
 }
 
 func TestEachBrokenBehaviourFailsItsChecksAndOnlyThose(t *testing.T) {

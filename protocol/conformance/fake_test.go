@@ -67,6 +67,12 @@ type breaks struct {
 	noArtifacts        bool // the agent creates no artifact
 	neverLast          bool // the agent never marks a step is_last
 	hang               bool // nothing is answered until the client gives up
+	// agentrt's additions (fake_additions_test.go)
+	noAdditions        bool // none: no Prefer, no cancel, no events
+	asyncNoLocation    bool // a step in the background is answered without its Location
+	cancelEnded200     bool // a step that ended is "cancelled": 200
+	eventsIgnoreLastID bool // a stream replays every event, whatever Last-Event-ID says
+	eventPageBare      bool // the events page is a bare array
 }
 
 type fakeTask struct {
@@ -163,6 +169,9 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) *fakeError {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 		}
 		return errorf(405, "no route for %s here", r.Method)
+	}
+	if err, served := f.serveAdditions(w, r, segs); served {
+		return err
 	}
 	switch {
 	case len(segs) == 0:
