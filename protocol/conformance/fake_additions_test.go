@@ -100,6 +100,10 @@ func (f *fakeServer) events(w http.ResponseWriter, r *http.Request, taskID strin
 		writeJSON(w, 200, nonNil(page))
 		return nil
 	}
+	if f.eventPageNoCounts {
+		writeJSON(w, 200, map[string]any{"events": nonNil(page)})
+		return nil
+	}
 	writeJSON(w, 200, map[string]any{"events": nonNil(page), "trimmed": 0, "trimmed_through": 0, "last_event_id": len(events)})
 	return nil
 }

@@ -73,6 +73,7 @@ type breaks struct {
 	cancelEnded200     bool // a step that ended is "cancelled": 200
 	eventsIgnoreLastID bool // a stream replays every event, whatever Last-Event-ID says
 	eventPageBare      bool // the events page is a bare array
+	eventPageNoCounts  bool // the events page has events only: no trimmed, no last_event_id
 }
 
 type fakeTask struct {
