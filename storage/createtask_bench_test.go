@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/agentrt/agentrt/protocol"
 )
 
 // BenchmarkTaskInsertsAlone is SQLite's part of a create-task: the task's
-// INSERT, 32 to a transaction as the writer batches them under
-// bench/run.sh's load, its share of the commit and the sync included, and
-// nothing else: no goroutine hands a write over or waits for it. Beside
-// bench/savestep's BenchmarkCreateTask (the whole store) it says what the
-// writer adds to SQLite (bench/README.md, "Create-task's cost"):
+// row, inserted as the writer inserts it (insertTasks), 16 to a
+// transaction as the writer batches them under bench/run.sh's load, its
+// share of the commit and the sync included, and nothing else: no
+// goroutine hands a write over or waits for it. Beside bench/savestep's
+// BenchmarkCreateTask (the whole store) it says what the writer adds to
+// SQLite (bench/README.md, "Create-task's cost"):
 //
 //	go test ./storage -run '^$' -bench TaskInsertsAlone -benchtime 100000x -count 5
 func BenchmarkTaskInsertsAlone(b *testing.B) {
@@ -28,24 +27,15 @@ func BenchmarkTaskInsertsAlone(b *testing.B) {
 	defer s.Close()
 	const perTx = 16
 	in := "hello"
-	tasks := make([]protocol.Task, perTx)
+	writes := make([]*writeReq, perTx)
 	cpu := cpuTime(b)
 	b.ResetTimer()
 	for done := 0; done < b.N; done += perTx {
-		for i := range tasks {
-			tasks[i] = protocol.Task{TaskID: uuid.Must(uuid.NewV7()).String(), Input: &in,
-				AdditionalInput: []byte(`{"n":1}`), CreatedAt: time.Now()}
+		for i := range writes {
+			writes[i] = &writeReq{task: &taskRow{id: uuid.Must(uuid.NewV7()).String(), agent: s.agent, input: &in,
+				additionalInput: `{"n":1}`, createdAt: millis(time.Now())}}
 		}
-		err := s.inTx(ctx, noTasks, perTx, func(w db) error {
-			for i := range tasks {
-				t := &tasks[i]
-				if _, err := w.exec(insertTask, t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt),
-					int64(t.PluginTime), 0, 0, s.agent, t.Title, t.Description, t.Version); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := s.inTx(ctx, noTasks, perTx, func(w db) error { return insertTasks(w, writes) })
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -126,10 +126,14 @@ const (
 )
 
 type writeReq struct {
-	fn     func(db) error
-	effect taskEffect // what the write does to the cached tasks
-	rows   int        // rows the write inserts or updates, about
-	done   chan error // buffered: the writer never waits on a client
+	// task is a task's row the write inserts (CreateTask), or nil; the
+	// writer inserts the rows of consecutive writes together, before fn
+	// runs (insertTasks).
+	task   *taskRow
+	fn     func(db) error // nil when task is all the write is
+	effect taskEffect     // what the write does to the cached tasks
+	rows   int            // rows the write inserts or updates, about
+	done   chan error     // buffered: the writer never waits on a client
 	// unsynced writes are answered once written, without waiting for
 	// the disk (inTxUnsynced).
 	unsynced bool
@@ -321,17 +325,35 @@ func (s *Store) commit(w *writer, batch []*writeReq) {
 }
 
 // runTx runs writes in one transaction and commits it, or rolls it back
-// at the first error.
+// at the first error. The task rows of consecutive writes are inserted
+// together (insertTasks), each before its own write's fn runs and after
+// the fn of every write before it.
 func (s *Store) runTx(w *writer, writes []*writeReq) (began bool, err error) {
 	ctx := context.Background()
 	d := db{ctx: ctx, s: s, w: w}
+	if slices.ContainsFunc(writes, func(r *writeReq) bool { return r.task == nil }) {
+		w.forgetTasks()
+	}
+	defer func() {
+		if err != nil {
+			w.forgetTasks()
+		}
+	}()
 	return w.transact(ctx, func() error {
-		for _, req := range writes {
+		from := 0 // writes[from:] may have task rows not yet inserted
+		for i, req := range writes {
+			if req.fn == nil {
+				continue
+			}
+			if err := insertTasks(d, writes[from:i+1]); err != nil {
+				return err
+			}
+			from = i + 1
 			if err := req.fn(d); err != nil {
 				return err
 			}
 		}
-		return nil
+		return insertTasks(d, writes[from:])
 	})
 }
 
@@ -350,6 +372,24 @@ type writer struct {
 	pool  *sql.DB
 	conn  *sql.Conn // nil after a failure broke it, until the next use
 	stmts map[string]*sql.Stmt
+	// What insertTasks fills for each batch, kept for the next.
+	taskRows []*taskRow
+	taskArgs []any
+	// What insertTasks read of the tasks, kept from one transaction to
+	// the next while only tasks are created (forgetTasks): the highest
+	// seq given, 0 when unknown, and the position each agent's next task
+	// takes.
+	taskSeq      int64
+	nextPosition map[string]int64
+}
+
+// forgetTasks drops what the writer knows of the tasks table: a write
+// that is not a task's creation may insert, delete or number tasks, and a
+// transaction rolled back may have given seqs and positions it did not
+// keep.
+func (w *writer) forgetTasks() {
+	w.taskSeq = 0
+	clear(w.nextPosition)
 }
 
 // txStatements are prepared as soon as a connection opens: ending a failed
@@ -360,7 +400,7 @@ type writer struct {
 var txStatements = []string{"BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"}
 
 func newWriter(ctx context.Context, pool *sql.DB) (*writer, error) {
-	w := &writer{pool: pool}
+	w := &writer{pool: pool, nextPosition: map[string]int64{}}
 	if err := w.connect(ctx); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -26,28 +27,30 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	if logBytes == 0 {
 		logBytes = protocol.LogSize(t.Logs)
 	}
-	err = s.inTx(ctx, changesTask(t.TaskID), 2+len(planned)+len(artifacts), func(w db) error {
-		_, err := w.exec(insertTask,
-			t.TaskID, s.agent, t.Input, string(t.AdditionalInput), millis(t.CreatedAt), int64(t.PluginTime), logBytes, len(planned), s.agent,
-			t.Title, t.Description, t.Version)
-		if err != nil {
-			return err
-		}
-		if logs != nil {
-			if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, t.TaskID, logs, logBytes); err != nil {
+	row := &taskRow{id: t.TaskID, agent: s.agent, input: t.Input, additionalInput: string(t.AdditionalInput),
+		createdAt: millis(t.CreatedAt), pluginNS: int64(t.PluginTime), logBytes: logBytes, stepCount: len(planned),
+		title: t.Title, description: t.Description, version: t.Version}
+	var fn func(db) error
+	if logs != nil || len(planned) > 0 || len(artifacts) > 0 || len(t.Events) > 0 {
+		// The task's row is in before fn runs (writeReq.task).
+		fn = func(w db) error {
+			if logs != nil {
+				if _, err := w.exec(`INSERT INTO task_logs (task_id, records, bytes) VALUES (?, ?, ?)`, t.TaskID, logs, logBytes); err != nil {
+					return err
+				}
+			}
+			for i := range planned {
+				if err := insertStep(w, &planned[i], nil, time.Now(), nil, nil); err != nil {
+					return err
+				}
+			}
+			if err := insertArtifacts(w, artifacts); err != nil {
 				return err
 			}
+			return s.recordEvents(w, t.TaskID, t.Events)
 		}
-		for i := range planned {
-			if err := insertStep(w, &planned[i], nil, time.Now(), nil, nil); err != nil {
-				return err
-			}
-		}
-		if err := insertArtifacts(w, artifacts); err != nil {
-			return err
-		}
-		return s.recordEvents(w, t.TaskID, t.Events)
-	})
+	}
+	err = s.write1(&writeReq{task: row, fn: fn, effect: changesTask(t.TaskID), rows: 2 + len(planned) + len(artifacts) + len(t.Events), done: make(chan error, 1)})
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)
 	}
@@ -55,14 +58,101 @@ func (s *Store) CreateTask(ctx context.Context, t *protocol.Task, planned []prot
 	return nil
 }
 
-// insertTask inserts a task at its agent's next position.
-const insertTask = `INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version)
-	VALUES (` + nextTaskSeq + `, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT next FROM agent_tasks WHERE agent = ?), 1), ?, ?, ?)`
+// taskRow is a new task's row, but for its seq and position, which the
+// writer gives it as it inserts it (insertTasks).
+type taskRow struct {
+	id, agent                   string
+	input                       *string
+	additionalInput             string
+	createdAt, pluginNS         int64
+	logBytes                    int64
+	stepCount                   int
+	title, description, version *string
+}
 
-// nextTaskSeq is the seq of a new task: one past the highest a task holds
-// or a deleted task held (seq_floors), so that a seq is never given twice.
-const nextTaskSeq = `(SELECT max(coalesce((SELECT max(seq) FROM tasks), 0),
-	coalesce((SELECT seq FROM seq_floors WHERE name = 'tasks'), 0)) + 1)`
+// insertTasks inserts the task rows of writes (writeReq.task), in their
+// order, with as few statements as their number's binary digits: a
+// task's INSERT cost the writer as much as a tenth of its commit, most of
+// it the statement's own run, not the row. Each task takes the seq after
+// the highest a task holds or a deleted task held (seq_floors), so that
+// a seq is never given twice, and its agent's next position; the agents'
+// counts are kept by migration 0009's trigger, row by row.
+//
+// The highest seq and the agents' next positions are read in the
+// transaction, then kept by the writer (writer.taskSeq, nextPosition)
+// while only tasks are created: only the writer writes, so no row comes
+// between the read and the insert.
+func insertTasks(d db, writes []*writeReq) error {
+	w := d.w
+	rows := w.taskRows[:0]
+	for _, req := range writes {
+		if req.task != nil {
+			rows = append(rows, req.task)
+		}
+	}
+	w.taskRows = rows
+	defer clear(rows) // the rows hold what the clients sent
+	if len(rows) == 0 {
+		return nil
+	}
+	if w.taskSeq == 0 {
+		if err := d.scanOne(lastTaskSeq, nil, &w.taskSeq); err != nil {
+			return err
+		}
+	}
+	args := w.taskArgs[:0]
+	defer func() { clear(args); w.taskArgs = args[:0] }()
+	for done := 0; done < len(rows); {
+		n := insertChunk(len(rows) - done)
+		args = args[:0]
+		for _, r := range rows[done : done+n] {
+			position, ok := w.nextPosition[r.agent]
+			if !ok {
+				position = 1
+				err := d.scanOne(`SELECT next FROM agent_tasks WHERE agent = ?`, []any{r.agent}, &position)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+			}
+			w.taskSeq++
+			w.nextPosition[r.agent] = position + 1
+			args = append(args, w.taskSeq, r.id, r.agent, r.input, r.additionalInput, r.createdAt, r.pluginNS, r.logBytes,
+				r.stepCount, position, r.title, r.description, r.version)
+		}
+		if _, err := d.exec(insertTasksSQL[bits.Len(uint(n))-1], args...); err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
+}
+
+// lastTaskSeq is the highest seq a task holds or a deleted task held.
+const lastTaskSeq = `SELECT max(coalesce((SELECT max(seq) FROM tasks), 0), coalesce((SELECT seq FROM seq_floors WHERE name = 'tasks'), 0))`
+
+// insertTasksSQL[k] inserts 1<<k task rows in one statement. A batch of n
+// rows is inserted by the statements of n's binary digits, at most
+// maxInsertRows at a time, so that the writer's connection keeps a few
+// statements prepared, not one per number of rows.
+var insertTasksSQL = func() []string {
+	var qs []string
+	for n := 1; n <= maxInsertRows; n *= 2 {
+		row := `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		qs = append(qs, `INSERT INTO tasks (seq, id, agent, input, additional_input, created_at, plugin_ns, log_bytes, step_count, position, title, description, version) VALUES `+
+			strings.Repeat(row+", ", n-1)+row)
+	}
+	return qs
+}()
+
+// maxInsertRows is the most task rows one statement inserts: 13 values a
+// row, well below SQLite's 32,766 variables.
+const maxInsertRows = 64
+
+// insertChunk is how many of n rows left to insert the next statement
+// takes: the highest binary digit of n, at most maxInsertRows.
+func insertChunk(n int) int {
+	return min(1<<(bits.Len(uint(n))-1), maxInsertRows)
+}
 
 // GetTask returns a task with its artifacts, or protocol.ENOTFOUND; from
 // the cache of tasks when it holds the task (taskCache).
