@@ -27,6 +27,10 @@ import (
 // synchronous step's answer gets the plugin's call timeout (30 s).
 const DefaultStepTimeout = 10 * time.Minute
 
+// cancelWait is how long a cancel waits for its step to stop before it
+// answers that it is stopping.
+const cancelWait = 10 * time.Second
+
 // DefaultMaxBackgroundSteps bounds the steps one agent runs in the
 // background at once, where its limits say nothing
 // (Limits.MaxBackgroundSteps).
@@ -289,10 +293,18 @@ func (a *Agent) CancelStep(ctx context.Context, taskID, stepID string) (*Step, e
 	}
 	ended := a.tasks.cancel(taskID, stepID, Errorf(ECANCELLED, "the step was cancelled by a client while it ran"))
 	if ended != nil {
+		wait := time.NewTimer(cancelWait)
+		defer wait.Stop()
 		select {
 		case <-ended:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-wait.C:
+			// Its guest stops at its next check, which comes within
+			// microseconds of running code; what holds it longer is the
+			// host's (a write of its end to a slow disk).
+			return nil, &Error{Code: EUNAVAILABLE, StepID: stepID, RetryAfter: 1, Message: fmt.Sprintf(
+				"step %s is being cancelled and has not stopped yet; ask again to see it cancelled", stepID)}
 		}
 	}
 	st, err := a.store.GetStep(ctx, taskID, stepID)
