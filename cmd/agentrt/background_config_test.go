@@ -131,7 +131,8 @@ func TestTheBackgroundAndEventKnobsOfTheFileReachWhatTheyBound(t *testing.T) {
 
 // A server runs its event log and streams under the bounds it is given:
 // past --max-task-events the oldest log events are trimmed, and a stream
-// left silent gets a heartbeat every --event-heartbeat.
+// left silent gets a heartbeat every --event-heartbeat; /metrics counts
+// the streams open.
 func TestTheEventLogAndItsStreamsRunUnderTheirConfiguredBounds(t *testing.T) {
 	cfg, err := parseRunFlags([]string{goPlugin(t, "testdata/plugins/faulty"), "--data", t.TempDir(),
 		"--cache", filepath.Join(buildDir, "cache"), "--max-task-events", "2", "--event-heartbeat", "50ms"}, io.Discard)
@@ -180,5 +181,9 @@ func TestTheEventLogAndItsStreamsRunUnderTheirConfiguredBounds(t *testing.T) {
 	case <-beat:
 	case <-time.After(5 * time.Second):
 		t.Errorf("no heartbeat on a silent stream within 5s under --event-heartbeat 50ms")
+	}
+	// /metrics counts the stream held open.
+	if got := ts.scrapeMetrics().get("agentrt_event_streams"); got != 1 {
+		t.Errorf("agentrt_event_streams = %v with one stream open, want 1", got)
 	}
 }

@@ -184,6 +184,14 @@ func (c *backgroundCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(max))
 }
 
+// eventStreams is the event streams held open now, read at each scrape.
+func eventStreams(streams func() int) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentrt_event_streams",
+		Help: "Event streams (GET .../tasks/{task_id}/events as Server-Sent Events) held open now, waiting for their tasks' events.",
+	}, func() float64 { return float64(streams()) })
+}
+
 var (
 	_ httpapi.RequestObserver = (*serverMetrics)(nil)
 	_ fleet.Metrics           = (*serverMetrics)(nil)

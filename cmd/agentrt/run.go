@@ -711,6 +711,7 @@ func open(ctx context.Context, cfg *runConfig, log *slog.Logger) (*server, error
 		EventHeartbeat:      cfg.eventHeartbeat,
 		EventWriteTimeout:   cfg.eventWriteTimeout,
 	})
+	m.registry.MustRegister(eventStreams(srv.api.EventStreams))
 	srv.handler = srv.api
 	return srv, nil
 }
