@@ -71,13 +71,6 @@ func cancelRunningStep(t *testing.T, base, prefix string, st protocol.Step) {
 	doRequest(t, base, "POST", prefix+"/ap/v1/agent/tasks/"+st.TaskID+"/steps/"+st.StepID+"/cancel", "", nil).want(t, 200)
 }
 
-// stopBackgroundStepsAtEnd stops the steps still running when the test
-// ends, before the server closes (which waits for them).
-func stopBackgroundStepsAtEnd(t *testing.T, ts *testServer) {
-	srv := ts.srv
-	t.Cleanup(func() { srv.fleet.Interrupt("the test ended") })
-}
-
 // Many clients ask one agent for background steps at once, each on a
 // task of its own: --max-background-steps of them are accepted and run,
 // the rest are refused with 503 and Retry-After before anything is
@@ -91,7 +84,6 @@ func TestManyClientsPastAnAgentsBackgroundBoundAreRefusedAndNothingIsRecorded(t 
 		t.Fatal(err)
 	}
 	ts := startServer(t, cfg)
-	stopBackgroundStepsAtEnd(t, ts)
 	var tasks [][2]string
 	for range clients {
 		tasks = append(tasks, [2]string{"", ts.createTask(`{}`).TaskID})
@@ -158,7 +150,6 @@ func TestManyClientsPastTheServersBackgroundBoundAreRefusedAcrossAgents(t *testi
 		}
 	}
 	ts := serveDir(t, dir, func(cfg *runConfig) { cfg.maxBackgroundTotal = 1 })
-	stopBackgroundStepsAtEnd(t, ts)
 	var tasks [][2]string
 	for range perAgent {
 		for _, name := range []string{"one", "two"} {

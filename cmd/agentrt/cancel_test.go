@@ -226,20 +226,7 @@ func serveStall(t testing.TB, server *loopbackServer, args ...string) *testServe
 		t.Fatal(err)
 	}
 	cfg.egress.resolver = testNames
-	return stopStepsAtEnd(startServer(t, cfg))
-}
-
-// stopStepsAtEnd stops, as the test ends, the steps ts still runs, as a
-// server shutting down does once its grace is over: the server's Close
-// would wait for them, a step run in the background for minutes, where a
-// cancel that failed to stop one must fail the test at once.
-func stopStepsAtEnd(ts *testServer) *testServer {
-	ts.t.Cleanup(func() {
-		if ts.srv != nil {
-			ts.srv.fleet.Interrupt("the test is over")
-		}
-	})
-	return ts
+	return startServer(t, cfg)
 }
 
 // silentServer is a server on loopback that never answers: each request
@@ -343,7 +330,7 @@ func TestCancelAnswersTheStepAgainAndRefusesAnEndedUnknownOrForbiddenStep(t *tes
 	for _, name := range []string{"stall", "other"} {
 		putFile(t, filepath.Join(dir, name+".wasm"), code)
 	}
-	ts := stopStepsAtEnd(serveDir(t, dir, func(c *runConfig) { c.defaultAgent = "stall"; c.callTimeout = time.Minute }))
+	ts := serveDir(t, dir, func(c *runConfig) { c.defaultAgent = "stall"; c.callTimeout = time.Minute })
 	mine, theirs := bearer(ts.createKey("mine", "stall")), bearer(ts.createKey("theirs", "other"))
 	for _, base := range []string{"", "/agents/stall"} {
 		for _, async := range []bool{false, true} {
@@ -406,7 +393,7 @@ func TestCancelOnDisconnectStopsASyncStepWhoseClientWentOnlyWhenTheOperatorAsks(
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := stopStepsAtEnd(startServer(t, cfg))
+			ts := startServer(t, cfg)
 			c := stallClient{ts: ts}
 			taskID := c.createTask()
 			ctx, hangUp := context.WithCancel(context.Background())

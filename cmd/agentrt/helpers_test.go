@@ -212,10 +212,14 @@ func startServer(t testing.TB, cfg *runConfig) *testServer {
 	return ts
 }
 
+// stop stops the server as a shutdown past its timeout does: the steps
+// still running (in the background too, which a server's close waits
+// for) are stopped first.
 func (ts *testServer) stop() {
 	if ts.srv == nil {
 		return
 	}
+	ts.srv.fleet.Interrupt("the test server stopped")
 	ts.Server.Close()
 	ts.srv.Close()
 	ts.srv = nil
