@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"sort"
 	"sync"
 )
 
@@ -31,8 +32,8 @@ type taskFeed struct {
 	watchers int // under feed.mu
 
 	mu sync.Mutex
-	// last is the highest id read from the store; ring the newest events
-	// read, ids ascending and contiguous but where trimmed.
+	// last is the highest id the feed has; ring the newest events it
+	// has (keep), ids ascending and contiguous but where trimmed.
 	last int64
 	ring []Event
 	// changed is closed, and replaced, when events arrive; onChange are
@@ -99,10 +100,7 @@ func (f *feed) notify(ctx context.Context, taskID string) {
 			break
 		}
 		got = true
-		tf.ring = append(tf.ring, page.Events...)
-		if n := len(tf.ring) - feedRing; n > 0 {
-			tf.ring = append(tf.ring[:0:0], tf.ring[n:]...)
-		}
+		tf.keep(page.Events)
 		tf.last = page.Events[len(page.Events)-1].ID
 		if tf.last >= page.Last {
 			break
@@ -129,10 +127,7 @@ func (f *feed) publish(ctx context.Context, taskID string, evs []Event) {
 		follows = follows && evs[i].ID == next+int64(i)
 	}
 	if follows {
-		tf.ring = append(tf.ring, evs...)
-		if n := len(tf.ring) - feedRing; n > 0 {
-			tf.ring = append(tf.ring[:0:0], tf.ring[n:]...)
-		}
+		tf.keep(evs)
 		tf.last = evs[len(evs)-1].ID
 		tf.wake()
 		tf.mu.Unlock()
@@ -155,6 +150,16 @@ func (f *feed) deletedTask(taskID string) {
 		ev := taskDeletedEvent(taskID, tf.last)
 		tf.deleted = &ev
 		tf.wake()
+	}
+}
+
+// keep adds evs to the ring; tf.mu is held. The ring holds feedRing
+// events at least, twice as many at most: it is cut back once it holds
+// that many, so that an event kept costs a copy once, not at every one.
+func (tf *taskFeed) keep(evs []Event) {
+	tf.ring = append(tf.ring, evs...)
+	if len(tf.ring) >= 2*feedRing {
+		tf.ring = append(make([]Event, 0, 2*feedRing), tf.ring[len(tf.ring)-feedRing:]...)
 	}
 }
 
@@ -270,14 +275,8 @@ func (w *Watcher) fromRing(max int) (*EventPage, bool) {
 	if len(tf.ring) == 0 || tf.ring[0].ID > w.last+1 {
 		return nil, false // fell behind the ring, or came before it
 	}
-	for _, e := range tf.ring {
-		if e.ID > w.last {
-			page.Events = append(page.Events, e)
-			if len(page.Events) == max {
-				break
-			}
-		}
-	}
+	i := sort.Search(len(tf.ring), func(i int) bool { return tf.ring[i].ID > w.last })
+	page.Events = append(page.Events, tf.ring[i:min(len(tf.ring), i+max)]...)
 	return page, true
 }
 

@@ -49,10 +49,12 @@ func (s *Store) StartStep(ctx context.Context, st *protocol.Step) error {
 		if err := insertStep(w, st, nil, time.Now(), nil, nil); err != nil {
 			return err
 		}
-		if err := addTaskUsage(w, st.TaskID, 0, 1); err != nil {
+		// One more step, and its events' ids, in one update.
+		last, err := countTask(w, st.TaskID, 0, 1, len(st.Events))
+		if err != nil {
 			return err
 		}
-		return s.recordEvents(w, st.TaskID, st.Events)
+		return s.insertEvents(w, st.TaskID, st.Events, last-int64(len(st.Events))+1)
 	})
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
