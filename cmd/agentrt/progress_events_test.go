@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/plugins/abi"
 	"github.com/agentrt/agentrt/protocol"
+	"github.com/tetratelabs/wazero"
 )
 
 // The llm-agent example, in each language, run as a step in the
@@ -106,5 +108,31 @@ func TestProgressFromAPluginInEachLanguageIsStreamedLive(t *testing.T) {
 			}
 			wantSecretNowhere(t, map[string][]byte{"events": ts.do("GET", "/ap/v1/agent/tasks/"+task.TaskID+"/events", "", "").body}, key)
 		})
+	}
+}
+
+// The kits import progress only into a plugin that reports progress, so
+// that one that does not loads on a host without it (plugins/ABI.md,
+// "Within version 1").
+func TestOnlyAPluginThatReportsProgressImportsProgress(t *testing.T) {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	for _, lang := range languages {
+		for name, want := range map[string]bool{"echo-" + lang: false, "llm-agent-" + lang: true} {
+			m, err := r.CompileModule(ctx, pluginBytes(t, examplePlugin(t, name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for _, f := range m.ImportedFunctions() {
+				if mod, fn, _ := f.Import(); mod == abi.ImportModule && fn == abi.FuncProgress {
+					got = true
+				}
+			}
+			if got != want {
+				t.Errorf("%s imports progress: %v, want %v", name, got, want)
+			}
+		}
 	}
 }
