@@ -122,16 +122,9 @@ func busyError(taskID, stepID string) error {
 // EUNAVAILABLE past the agent's or the server's bound on background
 // steps; and what ExecuteStep refuses before its handler runs.
 func (a *Agent) ExecuteStepAsync(ctx context.Context, taskID string, body StepRequestBody) (*Step, error) {
-	if err := checkID("task", &taskID); err != nil {
-		return nil, err
-	}
-	reqAddl, err := ObjectOrEmpty("additional_input", body.AdditionalInput)
+	req, err := a.stepRequest(&taskID, body)
 	if err != nil {
 		return nil, err
-	}
-	req := &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}
-	if id := a.bg.stepOf(taskID); id != "" {
-		return nil, busyError(taskID, id)
 	}
 	b, err := a.acquire()
 	if err != nil {

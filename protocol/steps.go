@@ -21,18 +21,9 @@ import (
 // handler does what outlasts its call (runningMark), so that a step whose
 // process dies is marked failed at the next start.
 func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequestBody) (*Step, error) {
-	if err := checkID("task", &taskID); err != nil {
-		return nil, err
-	}
-	reqAddl, err := ObjectOrEmpty("additional_input", body.AdditionalInput)
+	req, err := a.stepRequest(&taskID, body)
 	if err != nil {
 		return nil, err
-	}
-	req := &StepRequestBody{Input: body.Input, AdditionalInput: reqAddl}
-	// A step in the background holds its task for minutes: refused, not
-	// waited for.
-	if id := a.bg.stepOf(taskID); id != "" {
-		return nil, busyError(taskID, id)
 	}
 	b, err := a.acquire()
 	if err != nil {
@@ -68,6 +59,24 @@ func (a *Agent) ExecuteStep(ctx context.Context, taskID string, body StepRequest
 	}
 	defer run.call.discard() // a no-op once recorded
 	return a.recordStep(ctx, run)
+}
+
+// stepRequest checks an execute-step request for the task *taskID (its
+// id made canonical) and returns the body its handler gets. ECONFLICT
+// when a step of the task runs in the background: it holds its task for
+// minutes, so a request is refused, not made to wait.
+func (a *Agent) stepRequest(taskID *string, body StepRequestBody) (*StepRequestBody, error) {
+	if err := checkID("task", taskID); err != nil {
+		return nil, err
+	}
+	addl, err := ObjectOrEmpty("additional_input", body.AdditionalInput)
+	if err != nil {
+		return nil, err
+	}
+	if id := a.bg.stepOf(*taskID); id != "" {
+		return nil, busyError(*taskID, id)
+	}
+	return &StepRequestBody{Input: body.Input, AdditionalInput: addl}, nil
 }
 
 // nextStep returns the task taskID and the step to execute on it: its

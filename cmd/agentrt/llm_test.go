@@ -75,6 +75,17 @@ func startOpenAIMock(t *testing.T) *openAIMock {
 	return m
 }
 
+// serveLLMAgent serves the llm-agent build plugin against the mock model
+// at base, its key (OPENAI_API_KEY) held by the host for base alone.
+func serveLLMAgent(t *testing.T, plugin, base string) *testServer {
+	t.Helper()
+	return serve(t, examplePlugin(t, plugin), func(cfg *runConfig) {
+		applyRunArgs(t, cfg, "--name", "llm-agent", "--allow-http", base+"/", "--allow-private-host", "api.test",
+			"--secret-env", "OPENAI_API_KEY@"+base+"/", "--config", "base_url="+base, "--config", "model=mock-model")
+		cfg.egress.resolver = testNames
+	})
+}
+
 func TestTheLLMAgentWritesWashingtonThroughToolCallsAndItsKeyGoesNowhereElse(t *testing.T) {
 	const key = "sk-test-9f3c1a7e5b2d4c6e8a0b"
 	t.Setenv("OPENAI_API_KEY", key)
@@ -82,11 +93,7 @@ func TestTheLLMAgentWritesWashingtonThroughToolCallsAndItsKeyGoesNowhereElse(t *
 		t.Run(lang, func(t *testing.T) {
 			mock := startOpenAIMock(t)
 			base := mock.at("api.test", "/v1")
-			ts := serve(t, examplePlugin(t, "llm-agent-"+lang), func(cfg *runConfig) {
-				applyRunArgs(t, cfg, "--name", "llm-agent", "--allow-http", base+"/", "--allow-private-host", "api.test",
-					"--secret-env", "OPENAI_API_KEY@"+base+"/", "--config", "base_url="+base, "--config", "model=mock-model")
-				cfg.egress.resolver = testNames
-			})
+			ts := serveLLMAgent(t, "llm-agent-"+lang, base)
 			task := ts.createTask(`{"input": "Write the word 'Washington' to a .txt file"}`)
 			var steps []map[string]any
 			for len(steps) < 5 {
@@ -147,11 +154,7 @@ func TestTheLLMAgentReportsAnEndpointThatRefusesItsKey(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "not-a-key-of-the-mock")
 	mock := startOpenAIMock(t)
 	base := mock.at("api.test", "/v1")
-	ts := serve(t, examplePlugin(t, "llm-agent-go"), func(cfg *runConfig) {
-		applyRunArgs(t, cfg, "--name", "llm-agent", "--allow-http", base+"/", "--allow-private-host", "api.test",
-			"--secret-env", "OPENAI_API_KEY@"+base+"/", "--config", "base_url="+base, "--config", "model=mock-model")
-		cfg.egress.resolver = testNames
-	})
+	ts := serveLLMAgent(t, "llm-agent-go", base)
 	task := ts.createTask(`{"input": "Write the word 'Washington' to a .txt file"}`)
 	msg := ts.do("POST", "/ap/v1/agent/tasks/"+task.TaskID+"/steps", "application/json", `{}`).
 		wantError(t, http.StatusBadGateway, "the model's endpoint answered 401 Unauthorized")

@@ -25,11 +25,7 @@ func TestProgressFromAPluginInEachLanguageIsStreamedLive(t *testing.T) {
 		t.Run(lang, func(t *testing.T) {
 			mock := startOpenAIMock(t)
 			base := mock.at("api.test", "/v1")
-			ts := serve(t, examplePlugin(t, "llm-agent-"+lang), func(cfg *runConfig) {
-				applyRunArgs(t, cfg, "--name", "llm-agent", "--allow-http", base+"/", "--allow-private-host", "api.test",
-					"--secret-env", "OPENAI_API_KEY@"+base+"/", "--config", "base_url="+base, "--config", "model=mock-model")
-				cfg.egress.resolver = testNames
-			})
+			ts := serveLLMAgent(t, "llm-agent-"+lang, base)
 			task := ts.createTask(`{"input": "Write the word 'Washington' to a .txt file"}`)
 
 			// The stream first, so that what follows is live.
